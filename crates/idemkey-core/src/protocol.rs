@@ -1,0 +1,209 @@
+//! The decision table of contract §5, shared by every store and both modes.
+
+use std::time::Duration;
+
+use crate::{
+    ClaimRequest, Error, ExpiredLease, Problem, ProblemKind, Record, RecordState, Result, Store,
+    StoredResponse, TryClaim,
+};
+
+/// What an existing live record means for a request (§5).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Another request used the key: 422 `key-reused`; the handler does not run.
+    Mismatch,
+    /// Replay the stored response; the handler does not run.
+    Replay(StoredResponse),
+    /// Another executor holds a live lease: 409 `request-in-flight`, or wait.
+    InFlight {
+        /// When to try again.
+        retry_after: Duration,
+    },
+    /// Claim the record again under its id: it was released, or its executor is presumed
+    /// dead and the route takes over.
+    Reclaim,
+    /// The executor is presumed dead and the route completes the record with a stored
+    /// 500 `previous-attempt-unknown`.
+    PreviousAttemptUnknown,
+}
+
+/// Decides what `record` means for `request`. Fingerprint and version come first, in every
+/// state.
+pub fn decide(request: &ClaimRequest, record: &Record, on_expired: ExpiredLease) -> Decision {
+    if !request.matches(record) {
+        return Decision::Mismatch;
+    }
+    match &record.state {
+        RecordState::Completed(response) => Decision::Replay(response.clone()),
+        RecordState::Released => Decision::Reclaim,
+        RecordState::InFlight { lease_remaining } if !lease_remaining.is_zero() => {
+            Decision::InFlight {
+                retry_after: retry_after(*lease_remaining),
+            }
+        }
+        RecordState::InFlight { .. } => match on_expired {
+            ExpiredLease::TakeOver => Decision::Reclaim,
+            ExpiredLease::PreviousAttemptUnknown => Decision::PreviousAttemptUnknown,
+        },
+    }
+}
+
+/// Whole seconds, at least one: the value of a `Retry-After` header.
+pub fn retry_after(remaining: Duration) -> Duration {
+    Duration::from_secs(remaining.as_secs_f64().ceil().max(1.0) as u64)
+}
+
+/// What a lease-mode request does, once the store has been asked (§5).
+#[derive(Clone, Debug)]
+pub enum Begin {
+    /// This request holds the claim: run the handler, then complete or release.
+    Execute(crate::Claim),
+    /// Replay this stored response.
+    Replay(StoredResponse),
+    /// 422 `key-reused`.
+    Mismatch,
+    /// 409 `request-in-flight`.
+    InFlight {
+        /// When to try again.
+        retry_after: Duration,
+    },
+}
+
+/// How many times a request re-reads a record that changes under it before giving up.
+const MAX_ROUNDS: usize = 8;
+
+/// Runs the decision table against a lease-mode store: claim, or decide from the record.
+pub async fn begin<S: Store>(
+    store: &S,
+    request: &ClaimRequest,
+    on_expired: ExpiredLease,
+) -> Result<Begin> {
+    for _ in 0..MAX_ROUNDS {
+        let record = match store.try_claim(request).await? {
+            TryClaim::Claimed(claim) => return Ok(Begin::Execute(claim)),
+            TryClaim::Existing(record) => record,
+        };
+        match decide(request, &record, on_expired) {
+            Decision::Mismatch => return Ok(Begin::Mismatch),
+            Decision::Replay(response) => return Ok(Begin::Replay(response)),
+            Decision::InFlight { retry_after } => return Ok(Begin::InFlight { retry_after }),
+            Decision::Reclaim => {
+                if let Some(claim) = store.reclaim(request, &record).await? {
+                    return Ok(Begin::Execute(claim));
+                }
+            }
+            Decision::PreviousAttemptUnknown => {
+                if let Some(claim) = store.reclaim(request, &record).await? {
+                    let response = previous_attempt_unknown();
+                    store.complete(&claim, &response).await?;
+                    return Ok(Begin::Replay(response));
+                }
+            }
+        }
+    }
+    Err(Error::Contention)
+}
+
+/// The stored 500 that tells a client its first attempt may or may not have taken effect.
+pub fn previous_attempt_unknown() -> StoredResponse {
+    Problem::new(ProblemKind::PreviousAttemptUnknown)
+        .detail(
+            "an earlier attempt with this key stopped without a result: it may or may not have \
+             taken effect; check before sending a new request with a new key",
+        )
+        .to_stored()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Fingerprint, Key, Operation, RecordId};
+
+    fn request() -> ClaimRequest {
+        let key: Key = "k".parse().unwrap();
+        let fp = Fingerprint::builder("POST", "/").body(b"a");
+        ClaimRequest::new("actor", Operation::new("op", "v1"), key, fp)
+    }
+
+    fn record(state: RecordState) -> Record {
+        Record {
+            record_id: RecordId::new(),
+            version: "v1".into(),
+            fingerprint: request().fingerprint,
+            token: 1,
+            state,
+            request_id: None,
+        }
+    }
+
+    #[test]
+    fn mismatch_comes_first_in_every_state() {
+        let states = [
+            RecordState::InFlight {
+                lease_remaining: Duration::from_secs(5),
+            },
+            RecordState::InFlight {
+                lease_remaining: Duration::ZERO,
+            },
+            RecordState::Released,
+            RecordState::Completed(StoredResponse::new(201, "x")),
+        ];
+        for state in states {
+            let mut other_body = record(state.clone());
+            other_body.fingerprint = Fingerprint::builder("POST", "/").body(b"b");
+            assert_eq!(
+                decide(&request(), &other_body, ExpiredLease::TakeOver),
+                Decision::Mismatch
+            );
+            let mut other_version = record(state);
+            other_version.version = "v0".into();
+            assert_eq!(
+                decide(&request(), &other_version, ExpiredLease::TakeOver),
+                Decision::Mismatch
+            );
+        }
+    }
+
+    #[test]
+    fn compatible_versions_replay() {
+        let mut req = request();
+        req.operation = Operation::new("op", "v2").compatible_with("v1");
+        let rec = record(RecordState::Completed(StoredResponse::new(201, "x")));
+        assert!(matches!(
+            decide(&req, &rec, ExpiredLease::TakeOver),
+            Decision::Replay(_)
+        ));
+    }
+
+    #[test]
+    fn in_flight_rows() {
+        let alive = record(RecordState::InFlight {
+            lease_remaining: Duration::from_millis(1500),
+        });
+        assert_eq!(
+            decide(&request(), &alive, ExpiredLease::TakeOver),
+            Decision::InFlight {
+                retry_after: Duration::from_secs(2)
+            }
+        );
+        let dead = record(RecordState::InFlight {
+            lease_remaining: Duration::ZERO,
+        });
+        assert_eq!(
+            decide(&request(), &dead, ExpiredLease::TakeOver),
+            Decision::Reclaim
+        );
+        assert_eq!(
+            decide(&request(), &dead, ExpiredLease::PreviousAttemptUnknown),
+            Decision::PreviousAttemptUnknown
+        );
+        assert_eq!(
+            decide(
+                &request(),
+                &record(RecordState::Released),
+                ExpiredLease::PreviousAttemptUnknown
+            ),
+            Decision::Reclaim
+        );
+    }
+}

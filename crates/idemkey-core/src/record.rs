@@ -1,0 +1,184 @@
+//! Records, claims and what a claim asks for (contract §1, §5, §9).
+
+use std::time::{Duration, Instant};
+
+use uuid::Uuid;
+
+use crate::{Fingerprint, Key, Operation, Scope, StoredResponse};
+
+/// Default lease of a lease-mode claim: 30 seconds.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+/// Default retention of a completed record: 24 hours.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(24 * 3600);
+
+/// A record's id: the same across lease takeovers, new after retention expiry (§8a).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RecordId(Uuid);
+
+impl RecordId {
+    /// A fresh random id.
+    pub fn new() -> Self {
+        Self(Uuid::new_v4())
+    }
+
+    /// The id's 16 bytes.
+    pub fn as_bytes(&self) -> &[u8; 16] {
+        self.0.as_bytes()
+    }
+
+    /// Rebuilds an id from stored bytes; `None` unless there are exactly 16.
+    pub fn from_slice(bytes: &[u8]) -> Option<Self> {
+        Uuid::from_slice(bytes).ok().map(Self)
+    }
+
+    /// The id as a UUID.
+    pub fn as_uuid(&self) -> Uuid {
+        self.0
+    }
+}
+
+impl Default for RecordId {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl From<Uuid> for RecordId {
+    fn from(uuid: Uuid) -> Self {
+        Self(uuid)
+    }
+}
+
+/// The state of a stored record, as seen with the store's clock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RecordState {
+    /// An executor holds the claim; `lease_remaining` is zero once the lease has expired.
+    InFlight {
+        /// Time left on the lease, measured by the store's clock.
+        lease_remaining: Duration,
+    },
+    /// The executor gave the claim back without a stored response; a retry executes again
+    /// under the same record id, so with the same derived keys.
+    Released,
+    /// The stored response, replayed to every equal retry.
+    Completed(StoredResponse),
+}
+
+/// A live (unexpired) record of one scope.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// The record's id.
+    pub record_id: RecordId,
+    /// The operation version that wrote the record.
+    pub version: String,
+    /// The fingerprint of the request that created the record.
+    pub fingerprint: Fingerprint,
+    /// The current fencing token.
+    pub token: i64,
+    /// The record's state.
+    pub state: RecordState,
+    /// The request id of the request that created the record, for tracing replays.
+    pub request_id: Option<String>,
+}
+
+/// What a request asks of the store: the scope, what identifies the request, and its times.
+#[derive(Clone, Debug)]
+pub struct ClaimRequest {
+    /// The record's identity.
+    pub scope: Scope,
+    /// The operation, whose version is stored and compared.
+    pub operation: Operation,
+    /// The request's fingerprint.
+    pub fingerprint: Fingerprint,
+    /// The lease a claim gets. Defaults to 30 s.
+    pub lease: Duration,
+    /// How long a record is kept after completion. Defaults to 24 h.
+    pub retention: Duration,
+    /// The request id, kept in the record.
+    pub request_id: Option<String>,
+}
+
+impl ClaimRequest {
+    /// A request with the default lease and retention.
+    pub fn new(
+        actor: impl Into<String>,
+        operation: Operation,
+        key: Key,
+        fingerprint: Fingerprint,
+    ) -> Self {
+        Self {
+            scope: Scope::new(actor, &operation, key),
+            operation,
+            fingerprint,
+            lease: DEFAULT_LEASE,
+            retention: DEFAULT_RETENTION,
+            request_id: None,
+        }
+    }
+
+    /// Sets the lease.
+    #[must_use]
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// Sets the retention.
+    #[must_use]
+    pub fn retention(mut self, retention: Duration) -> Self {
+        self.retention = retention;
+        self
+    }
+
+    /// Sets the request id kept in the record.
+    #[must_use]
+    pub fn request_id(mut self, request_id: impl Into<String>) -> Self {
+        self.request_id = Some(request_id.into());
+        self
+    }
+
+    /// Whether `record` was written by the same request: equal fingerprint, accepted version.
+    pub fn matches(&self, record: &Record) -> bool {
+        record.fingerprint == self.fingerprint && self.operation.accepts_version(&record.version)
+    }
+}
+
+/// The right to execute a scope, held until completed, released or taken over.
+#[derive(Clone, Debug)]
+pub struct Claim {
+    /// The scope claimed.
+    pub scope: Scope,
+    /// The record's id, the root of derived keys.
+    pub record_id: RecordId,
+    /// The fencing token: completion and release succeed only while it is current.
+    pub token: i64,
+    /// The lease granted.
+    pub lease: Duration,
+    /// The retention applied when the record is completed or released.
+    pub retention: Duration,
+    /// The local instant just before the lease was granted or last extended.
+    pub acquired: Instant,
+    /// Whether this claim took over an expired lease.
+    pub taken_over: bool,
+}
+
+impl Claim {
+    /// The local instant after which the holder stops trusting its lease, `margin` before
+    /// it would expire by the holder's own clock (§9).
+    pub fn trusted_until(&self, margin: Duration) -> Instant {
+        self.acquired + self.lease.saturating_sub(margin)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_ids_round_trip_and_differ() {
+        let id = RecordId::new();
+        assert_eq!(RecordId::from_slice(id.as_bytes()), Some(id));
+        assert_ne!(RecordId::new(), id);
+        assert_eq!(RecordId::from_slice(&[0; 3]), None);
+    }
+}

@@ -1,0 +1,61 @@
+//! The store trait every backend implements (contract §5, §8a, §9).
+
+use std::future::Future;
+
+use crate::{Claim, ClaimRequest, Record, Result, Scope, StoredResponse};
+
+/// The outcome of [`Store::try_claim`].
+#[derive(Clone, Debug)]
+pub enum TryClaim {
+    /// No live record existed (or it had expired and was replaced): the caller executes.
+    Claimed(Claim),
+    /// A live record exists; [`crate::decide`] says what it means for this request.
+    Existing(Record),
+}
+
+/// A store of idempotency records for lease mode.
+///
+/// Every time is taken from the store's own clock (the database's, for SQL stores). All
+/// operations on a claim are fenced by its token: once another executor has taken over,
+/// the old claim can neither complete, release nor extend (`Error::Fenced`).
+///
+/// Most callers use [`crate::begin`], which drives these primitives through the decision
+/// table; the primitives are public so that every backend can be tested the same way.
+pub trait Store: Clone + Send + Sync + 'static {
+    /// The live record of a scope, if any. Expired records are absent, swept or not.
+    fn lookup(&self, scope: &Scope) -> impl Future<Output = Result<Option<Record>>> + Send;
+
+    /// Inserts an in-flight record with a fresh id, token and lease, unless a live record
+    /// exists, which is returned instead. An expired record is replaced in the same step.
+    fn try_claim(&self, request: &ClaimRequest) -> impl Future<Output = Result<TryClaim>> + Send;
+
+    /// Claims `seen` again with the next token, keeping its record id, if it is still as seen:
+    /// the same token, and either released or in flight with an expired lease.
+    /// `None` when it changed in between.
+    fn reclaim(
+        &self,
+        request: &ClaimRequest,
+        seen: &Record,
+    ) -> impl Future<Output = Result<Option<Claim>>> + Send;
+
+    /// Stores the response and completes the record, if `claim` still holds it.
+    fn complete(
+        &self,
+        claim: &Claim,
+        response: &StoredResponse,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Gives the claim back without a response, keeping the record (and its id, so the
+    /// derived keys) for a retry, if `claim` still holds it.
+    fn release(&self, claim: &Claim) -> impl Future<Output = Result<()>> + Send;
+
+    /// Renews the lease for another `claim.lease`, if `claim` still holds it (heartbeat).
+    fn extend(&self, claim: &mut Claim) -> impl Future<Output = Result<()>> + Send;
+
+    /// Deletes one scope's record, whatever its state. `true` if there was one.
+    fn forget(&self, scope: &Scope) -> impl Future<Output = Result<bool>> + Send;
+
+    /// Deletes up to `batch` expired records in one short transaction, re-checking expiry in
+    /// the delete itself. Returns how many it deleted; call again until it returns 0.
+    fn sweep(&self, batch: u32) -> impl Future<Output = Result<u64>> + Send;
+}

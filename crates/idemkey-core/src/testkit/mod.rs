@@ -1,0 +1,80 @@
+//! The store conformance suite: every store runs the same cases with its own setup.
+//!
+//! ```ignore
+//! idemkey_core::store_conformance_suite!(async { my_store().await });
+//! ```
+//!
+//! expands to one `#[tokio::test]` per case in a module named `conformance`. Each case works
+//! on scopes of its own (a fresh actor), so the cases may share one database and run in
+//! parallel. No case asserts on elapsed time: leases and retentions of zero expire at once,
+//! and long ones (an hour) never do within a test.
+
+pub mod cases;
+
+use std::time::Duration;
+
+use crate::{ClaimRequest, Fingerprint, Key, Operation};
+
+/// A lease or retention that never runs out within a test.
+pub const LONG: Duration = Duration::from_secs(3600);
+
+/// A claim request on a scope of its own, with a long lease and retention.
+pub fn request(body: &str) -> ClaimRequest {
+    let actor = format!("actor-{}", uuid::Uuid::new_v4());
+    request_for(&actor, "create-note", body)
+}
+
+/// A claim request for `actor` on operation `op` (version `v1`) with key `key-a`.
+pub fn request_for(actor: &str, op: &str, body: &str) -> ClaimRequest {
+    let key: Key = "key-a"
+        .parse()
+        .unwrap_or_else(|_| unreachable!("a valid literal key"));
+    let fingerprint = Fingerprint::builder("POST", "/v1/notes")
+        .content_type("application/json")
+        .body(body.as_bytes());
+    ClaimRequest::new(actor, Operation::new(op, "v1"), key, fingerprint)
+        .lease(LONG)
+        .retention(LONG)
+}
+
+/// Expands to the whole conformance suite for the store that `$setup` (an async expression)
+/// produces, one `#[tokio::test]` per case.
+#[macro_export]
+macro_rules! store_conformance_suite {
+    ($setup:expr) => {
+        $crate::store_conformance_suite!(@cases $setup;
+            claim_on_empty_scope_executes,
+            completed_record_replays,
+            mismatch_wins_in_every_state,
+            version_is_compared_unless_compatible,
+            live_lease_is_in_flight,
+            expired_lease_is_taken_over_and_old_owner_fenced,
+            expired_lease_can_complete_previous_attempt_unknown,
+            release_keeps_the_record_id,
+            body_omitted_completion_replays_status_and_headers,
+            expired_record_is_absent_and_gets_a_new_id,
+            sweep_deletes_only_expired_records_in_batches,
+            sweep_spares_a_record_claimed_again,
+            forget_deletes_one_record,
+            actors_are_isolated,
+            operations_are_isolated,
+            extend_renews_the_lease,
+            derived_keys_survive_takeover_but_not_expiry,
+            complete_happens_once,
+            concurrent_claims_have_one_winner,
+        );
+    };
+    (@cases $setup:expr; $($case:ident),* $(,)?) => {
+        mod conformance {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let store = $setup.await;
+                    $crate::testkit::cases::$case(store).await;
+                }
+            )*
+        }
+    };
+}
