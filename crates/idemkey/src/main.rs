@@ -1,0 +1,3 @@
+//! The `idemkey` binary.
+
+fn main() {}
