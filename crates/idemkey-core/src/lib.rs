@@ -63,7 +63,7 @@ pub use key::{Key, KeyError, MAX_KEY_LEN};
 pub use memory::{Clock, ManualClock, MemoryStore, SystemClock};
 pub use policy::{ExpiredLease, StatusPolicy};
 pub use problem::{Problem, ProblemKind};
-pub use protocol::{Begin, Decision, begin, decide, previous_attempt_unknown, retry_after};
+pub use protocol::{Answer, Begin, Decision, begin, decide, previous_attempt_unknown, retry_after};
 pub use record::{
     Claim, ClaimRequest, DEFAULT_LEASE, DEFAULT_RETENTION, Record, RecordId, RecordState,
 };

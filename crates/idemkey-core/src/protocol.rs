@@ -73,35 +73,76 @@ pub enum Begin {
 const MAX_ROUNDS: usize = 8;
 
 /// Runs the decision table against a lease-mode store: claim, or decide from the record.
+///
+/// A read-only lookup comes first, so replays, mismatches and in-flight answers never take
+/// a write lock; the claim is still the final arbiter (§8).
 pub async fn begin<S: Store>(
     store: &S,
     request: &ClaimRequest,
     on_expired: ExpiredLease,
 ) -> Result<Begin> {
+    if let Some(record) = store.lookup(&request.scope).await?
+        && let Ok(answer) = decide(request, &record, on_expired).into_answer()
+    {
+        return Ok(answer.into());
+    }
     for _ in 0..MAX_ROUNDS {
         let record = match store.try_claim(request).await? {
             TryClaim::Claimed(claim) => return Ok(Begin::Execute(claim)),
             TryClaim::Existing(record) => record,
         };
-        match decide(request, &record, on_expired) {
-            Decision::Mismatch => return Ok(Begin::Mismatch),
-            Decision::Replay(response) => return Ok(Begin::Replay(response)),
-            Decision::InFlight { retry_after } => return Ok(Begin::InFlight { retry_after }),
-            Decision::Reclaim => {
-                if let Some(claim) = store.reclaim(request, &record).await? {
-                    return Ok(Begin::Execute(claim));
-                }
-            }
-            Decision::PreviousAttemptUnknown => {
-                if let Some(claim) = store.reclaim(request, &record).await? {
-                    let response = previous_attempt_unknown();
-                    store.complete(&claim, &response).await?;
-                    return Ok(Begin::Replay(response));
-                }
-            }
+        let decision = match decide(request, &record, on_expired).into_answer() {
+            Ok(answer) => return Ok(answer.into()),
+            Err(decision) => decision,
+        };
+        // Reclaiming fails only when the record changed in between: read it again.
+        let Some(claim) = store.reclaim(request, &record).await? else {
+            continue;
+        };
+        if decision == Decision::Reclaim {
+            return Ok(Begin::Execute(claim));
         }
+        let response = previous_attempt_unknown();
+        store.complete(&claim, &response).await?;
+        return Ok(Begin::Replay(response));
     }
     Err(Error::Contention)
+}
+
+/// An answer that needs no write: the request does not execute.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// Replay this stored response.
+    Replay(StoredResponse),
+    /// 422 `key-reused`.
+    Mismatch,
+    /// 409 `request-in-flight`.
+    InFlight {
+        /// When to try again.
+        retry_after: Duration,
+    },
+}
+
+impl From<Answer> for Begin {
+    fn from(answer: Answer) -> Self {
+        match answer {
+            Answer::Replay(response) => Self::Replay(response),
+            Answer::Mismatch => Self::Mismatch,
+            Answer::InFlight { retry_after } => Self::InFlight { retry_after },
+        }
+    }
+}
+
+impl Decision {
+    /// The answer to the request when the decision needs no write, or the decision back.
+    pub fn into_answer(self) -> Result<Answer, Self> {
+        match self {
+            Self::Mismatch => Ok(Answer::Mismatch),
+            Self::Replay(response) => Ok(Answer::Replay(response)),
+            Self::InFlight { retry_after } => Ok(Answer::InFlight { retry_after }),
+            Self::Reclaim | Self::PreviousAttemptUnknown => Err(self),
+        }
+    }
 }
 
 /// The stored 500 that tells a client its first attempt may or may not have taken effect.

@@ -1,0 +1,132 @@
+//! Atomic mode (contract §8): the claim, the caller's business writes and the stored response
+//! commit in one transaction, or none of them does.
+
+use std::time::Duration;
+
+use idemkey_core::{
+    Answer, Claim, ClaimRequest, Decision, Error, ExpiredLease, Result, StoredResponse, TryClaim,
+    decide, previous_attempt_unknown,
+};
+use sqlx::Transaction;
+
+use crate::failpoints::Point;
+use crate::{Backend, SqlxStore};
+
+/// An open write transaction that holds the claim of a scope as its first statement.
+///
+/// Run the business writes on [`AtomicClaim::tx`], then hand it to
+/// [`SqlxStore::complete_atomic`]. Dropping it, or [`AtomicClaim::rollback`], rolls
+/// everything back: no business row, no record.
+#[derive(Debug)]
+pub struct AtomicClaim<DB: Backend> {
+    tx: Transaction<'static, DB>,
+    claim: Claim,
+}
+
+impl<DB: Backend> AtomicClaim<DB> {
+    /// The transaction for the business writes. Use only this one: a second pooled
+    /// connection would wait on this transaction's lock.
+    pub fn tx(&mut self) -> &mut Transaction<'static, DB> {
+        &mut self.tx
+    }
+
+    /// The claim, with the record id for derived keys.
+    pub fn claim(&self) -> &Claim {
+        &self.claim
+    }
+
+    /// Splits into the transaction and the claim, to hand the transaction elsewhere.
+    pub fn into_parts(self) -> (Transaction<'static, DB>, Claim) {
+        (self.tx, self.claim)
+    }
+
+    /// Joins a transaction and the claim made in it.
+    pub fn from_parts(tx: Transaction<'static, DB>, claim: Claim) -> Self {
+        Self { tx, claim }
+    }
+
+    /// Rolls back the claim and every write made with it.
+    pub async fn rollback(self) -> Result<()> {
+        self.tx.rollback().await.map_err(crate::error::store_error)
+    }
+}
+
+/// What atomic mode does for a request, once the store has been asked.
+#[derive(Debug)]
+pub enum AtomicBegin<DB: Backend> {
+    /// Execute: the transaction holds the claim.
+    Execute(AtomicClaim<DB>),
+    /// Replay this stored response; no transaction is left open.
+    Replay(StoredResponse),
+    /// 422 `key-reused`.
+    Mismatch,
+    /// 409 `request-in-flight` (an in-flight row left by lease mode).
+    InFlight {
+        /// When to try again.
+        retry_after: Duration,
+    },
+}
+
+impl<DB: Backend> SqlxStore<DB> {
+    /// Opens a write transaction and claims the scope as its first statement, or answers
+    /// from the record without running anything.
+    ///
+    /// A read-only lookup first serves replays without taking the write lock.
+    pub async fn begin_atomic(
+        &self,
+        request: &ClaimRequest,
+        on_expired: ExpiredLease,
+    ) -> Result<AtomicBegin<DB>> {
+        if let Some(record) = DB::lookup(&mut *self.conn().await?, &request.scope).await?
+            && let Ok(answer) = decide(request, &record, on_expired).into_answer()
+        {
+            return Ok(answer.into());
+        }
+        self.hit(Point::AfterLookup).await?;
+        let mut tx = self.begin_write().await?;
+        self.hit(Point::BeforeClaim).await?;
+        let record = match DB::try_claim(&mut tx, request).await? {
+            TryClaim::Claimed(claim) => return Ok(AtomicBegin::Execute(AtomicClaim { tx, claim })),
+            TryClaim::Existing(record) => record,
+        };
+        let decision = match decide(request, &record, on_expired).into_answer() {
+            Ok(answer) => return Ok(answer.into()),
+            Err(decision) => decision,
+        };
+        // The write transaction holds the record, so it cannot change under us.
+        let claim = DB::reclaim(&mut tx, request, &record)
+            .await?
+            .ok_or(Error::Contention)?;
+        if decision == Decision::Reclaim {
+            return Ok(AtomicBegin::Execute(AtomicClaim { tx, claim }));
+        }
+        let response = previous_attempt_unknown();
+        self.complete_atomic(AtomicClaim { tx, claim }, &response)
+            .await?;
+        Ok(AtomicBegin::Replay(response))
+    }
+
+    /// Stores the response in the claim's record and commits the transaction, business
+    /// writes included. Returns only once the commit is acknowledged.
+    pub async fn complete_atomic(
+        &self,
+        atomic: AtomicClaim<DB>,
+        response: &StoredResponse,
+    ) -> Result<()> {
+        let AtomicClaim { mut tx, claim } = atomic;
+        self.hit(Point::BeforeComplete).await?;
+        DB::complete(&mut tx, &claim, response).await?;
+        self.hit(Point::BeforeCommit).await?;
+        tx.commit().await.map_err(DB::commit_error)
+    }
+}
+
+impl<DB: Backend> From<Answer> for AtomicBegin<DB> {
+    fn from(answer: Answer) -> Self {
+        match answer {
+            Answer::Replay(response) => Self::Replay(response),
+            Answer::Mismatch => Self::Mismatch,
+            Answer::InFlight { retry_after } => Self::InFlight { retry_after },
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! What each database provides: its SQL, its write transactions and its error rules.
+
+use std::future::Future;
+
+use idemkey_core::{Claim, ClaimRequest, Record, Result, Scope, StoredResponse, TryClaim};
+use sqlx::{Database, Pool, Transaction};
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+pub(crate) use sealed::Sealed;
+
+/// A database idemkey can store records in: SQLite or PostgreSQL.
+///
+/// Each statement runs on the connection it is given: the store's own short transactions in
+/// lease mode, or the caller's transaction in atomic mode. Sealed: implemented by this crate
+/// for [`sqlx::Sqlite`] and [`sqlx::Postgres`].
+pub trait Backend: Database + Sealed {
+    /// Opens a write transaction that will not fail to upgrade later (SQLite:
+    /// `BEGIN IMMEDIATE`).
+    fn begin_write(
+        pool: &Pool<Self>,
+    ) -> impl Future<Output = Result<Transaction<'static, Self>>> + Send;
+
+    /// The live record of a scope.
+    fn lookup(
+        conn: &mut Self::Connection,
+        scope: &Scope,
+    ) -> impl Future<Output = Result<Option<Record>>> + Send;
+
+    /// Claims the scope, or returns its live record (see [`idemkey_core::Store::try_claim`]).
+    fn try_claim(
+        conn: &mut Self::Connection,
+        request: &ClaimRequest,
+    ) -> impl Future<Output = Result<TryClaim>> + Send;
+
+    /// See [`idemkey_core::Store::reclaim`].
+    fn reclaim(
+        conn: &mut Self::Connection,
+        request: &ClaimRequest,
+        seen: &Record,
+    ) -> impl Future<Output = Result<Option<Claim>>> + Send;
+
+    /// See [`idemkey_core::Store::complete`].
+    fn complete(
+        conn: &mut Self::Connection,
+        claim: &Claim,
+        response: &StoredResponse,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// See [`idemkey_core::Store::release`].
+    fn release(
+        conn: &mut Self::Connection,
+        claim: &Claim,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// See [`idemkey_core::Store::extend`].
+    fn extend(
+        conn: &mut Self::Connection,
+        claim: &mut Claim,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// See [`idemkey_core::Store::forget`].
+    fn forget(
+        conn: &mut Self::Connection,
+        scope: &Scope,
+    ) -> impl Future<Output = Result<bool>> + Send;
+
+    /// See [`idemkey_core::Store::sweep`].
+    fn sweep(conn: &mut Self::Connection, batch: u32) -> impl Future<Output = Result<u64>> + Send;
+
+    /// Whether an error means "run the transaction again" (serialization failure, deadlock).
+    fn is_retryable(_error: &sqlx::Error) -> bool {
+        false
+    }
+
+    /// What a failed `COMMIT` means: on a networked database a lost reply is
+    /// [`idemkey_core::Error::OutcomeUnknown`].
+    fn commit_error(error: sqlx::Error) -> idemkey_core::Error {
+        crate::error::store_error(error)
+    }
+}

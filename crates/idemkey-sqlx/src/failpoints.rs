@@ -1,0 +1,66 @@
+//! Test-only pause and fault points: with the `failpoints` feature, a hook the store awaits
+//! at each step, which may block (to force a race) or fail (to inject a fault). Without the
+//! feature the points cost nothing.
+
+/// A step of a request at which the hook runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Point {
+    /// Atomic mode: after the read-only lookup found no record, before the write transaction.
+    AfterLookup,
+    /// Atomic mode: inside the write transaction, before the claim statement.
+    BeforeClaim,
+    /// Atomic mode: before the response is stored in the record.
+    BeforeComplete,
+    /// Atomic mode: after the record is completed, before `COMMIT`.
+    BeforeCommit,
+}
+
+#[cfg(feature = "failpoints")]
+pub use hook::*;
+
+#[cfg(feature = "failpoints")]
+mod hook {
+    use std::fmt;
+    use std::sync::Arc;
+
+    use futures_util::future::BoxFuture;
+    use idemkey_core::{Error, Result};
+
+    use super::Point;
+
+    /// The hook: awaited at every [`Point`]; an error aborts the step with that error.
+    pub type Hook = Arc<dyn Fn(Point) -> BoxFuture<'static, Result<()>> + Send + Sync>;
+
+    /// The hook a store carries, if any.
+    #[derive(Clone, Default)]
+    pub(crate) struct Failpoints(Option<Hook>);
+
+    impl Failpoints {
+        pub(crate) fn new(hook: Hook) -> Self {
+            Self(Some(hook))
+        }
+
+        pub(crate) async fn hit(&self, point: Point) -> Result<()> {
+            match &self.0 {
+                Some(hook) => hook(point).await,
+                None => Ok(()),
+            }
+        }
+    }
+
+    impl fmt::Debug for Failpoints {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(if self.0.is_some() {
+                "Failpoints(hook)"
+            } else {
+                "Failpoints(none)"
+            })
+        }
+    }
+
+    /// An injected fault, for hooks that fail a step.
+    pub fn injected(point: Point) -> Error {
+        Error::Backend(format!("injected fault at {point:?}").into())
+    }
+}

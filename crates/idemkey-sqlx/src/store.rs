@@ -1,0 +1,110 @@
+//! [`SqlxStore`]: the lease-mode [`Store`] over any [`Backend`].
+
+use idemkey_core::{Claim, ClaimRequest, Record, Result, Scope, Store, StoredResponse, TryClaim};
+use sqlx::pool::PoolConnection;
+use sqlx::{Pool, Transaction};
+
+use crate::Backend;
+use crate::error::store_error;
+use crate::failpoints::Point;
+
+/// A store of idempotency records in a SQL database, sharing the application's pool.
+///
+/// Use it through its aliases, [`crate::SqliteStore`] and [`crate::PgStore`]. Lease mode
+/// goes through [`Store`]; atomic mode through [`SqlxStore::begin_atomic`] and
+/// [`SqlxStore::execute`].
+#[derive(Debug)]
+pub struct SqlxStore<DB: Backend> {
+    pub(crate) pool: Pool<DB>,
+    #[cfg(feature = "failpoints")]
+    pub(crate) failpoints: crate::failpoints::Failpoints,
+}
+
+impl<DB: Backend> Clone for SqlxStore<DB> {
+    fn clone(&self) -> Self {
+        Self {
+            pool: self.pool.clone(),
+            #[cfg(feature = "failpoints")]
+            failpoints: self.failpoints.clone(),
+        }
+    }
+}
+
+impl<DB: Backend> SqlxStore<DB> {
+    /// A store on an existing pool, whose schema must be migrated (see `migrate`).
+    pub fn from_pool(pool: Pool<DB>) -> Self {
+        Self {
+            pool,
+            #[cfg(feature = "failpoints")]
+            failpoints: Default::default(),
+        }
+    }
+
+    /// The same store with a hook awaited at every [`crate::failpoints::Point`].
+    #[cfg(feature = "failpoints")]
+    #[must_use]
+    pub fn with_failpoints(mut self, hook: crate::failpoints::Hook) -> Self {
+        self.failpoints = crate::failpoints::Failpoints::new(hook);
+        self
+    }
+
+    /// Awaits the failpoint hook, if the feature is on and a hook is set.
+    #[allow(clippy::unused_async)]
+    pub(crate) async fn hit(&self, _point: Point) -> Result<()> {
+        #[cfg(feature = "failpoints")]
+        return self.failpoints.hit(_point).await;
+        #[cfg(not(feature = "failpoints"))]
+        Ok(())
+    }
+
+    /// The pool, shared with the application's own queries.
+    pub fn pool(&self) -> &Pool<DB> {
+        &self.pool
+    }
+
+    /// Opens a write transaction the way the backend requires (SQLite: `BEGIN IMMEDIATE`).
+    pub async fn begin_write(&self) -> Result<Transaction<'static, DB>> {
+        DB::begin_write(&self.pool).await
+    }
+
+    pub(crate) async fn conn(&self) -> Result<PoolConnection<DB>> {
+        self.pool.acquire().await.map_err(store_error)
+    }
+}
+
+impl<DB: Backend> Store for SqlxStore<DB> {
+    async fn lookup(&self, scope: &Scope) -> Result<Option<Record>> {
+        DB::lookup(&mut *self.conn().await?, scope).await
+    }
+
+    async fn try_claim(&self, request: &ClaimRequest) -> Result<TryClaim> {
+        let mut tx = self.begin_write().await?;
+        let outcome = DB::try_claim(&mut tx, request).await?;
+        tx.commit().await.map_err(DB::commit_error)?;
+        Ok(outcome)
+    }
+
+    async fn reclaim(&self, request: &ClaimRequest, seen: &Record) -> Result<Option<Claim>> {
+        DB::reclaim(&mut *self.conn().await?, request, seen).await
+    }
+
+    async fn complete(&self, claim: &Claim, response: &StoredResponse) -> Result<()> {
+        DB::complete(&mut *self.conn().await?, claim, response).await
+    }
+
+    async fn release(&self, claim: &Claim) -> Result<()> {
+        DB::release(&mut *self.conn().await?, claim).await
+    }
+
+    async fn extend(&self, claim: &mut Claim) -> Result<()> {
+        DB::extend(&mut *self.conn().await?, claim).await
+    }
+
+    async fn forget(&self, scope: &Scope) -> Result<bool> {
+        DB::forget(&mut *self.conn().await?, scope).await
+    }
+
+    async fn sweep(&self, batch: u32) -> Result<u64> {
+        DB::sweep(&mut *self.conn().await?, batch).await
+    }
+}

@@ -1,0 +1,81 @@
+//! What the SQLite and PostgreSQL test files share: a fixture per backend, and the seed
+//! experiment's cases written once against it.
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
+
+pub mod seed;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use idemkey_sqlx::failpoints::{Hook, Point};
+use idemkey_sqlx::{Backend, SqlxStore};
+use sqlx::Transaction;
+
+/// A backend's test setup: a fresh database of its own, and the `note` business table.
+pub trait Fixture: Send + Sync + 'static {
+    /// The backend.
+    type DB: Backend;
+
+    /// A store on a database of its own, migrated, with an empty `note` table.
+    fn store() -> impl Future<Output = SqlxStore<Self::DB>> + Send;
+
+    /// Inserts a note on the claim's transaction; the title must pass the CHECK constraint.
+    fn insert_note<'t>(
+        tx: &'t mut Transaction<'static, Self::DB>,
+        id: &'t str,
+        actor: &'t str,
+        title: &'t str,
+    ) -> BoxFuture<'t, Result<(), sqlx::Error>>;
+
+    /// How many notes exist.
+    fn count_notes(store: &SqlxStore<Self::DB>) -> impl Future<Output = i64> + Send;
+
+    /// How many idempotency records exist.
+    fn count_records(store: &SqlxStore<Self::DB>) -> impl Future<Output = i64> + Send;
+}
+
+/// A hook that runs `f` at `point` only.
+pub fn at<F, Fut>(point: Point, f: F) -> Hook
+where
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let f = Arc::new(f);
+    Arc::new(move |p| {
+        let f = f.clone();
+        Box::pin(async move {
+            if p == point {
+                f().await;
+            }
+            Ok(())
+        })
+    })
+}
+
+/// Expands to one `#[tokio::test]` per seed case for a fixture.
+#[macro_export]
+macro_rules! seed_cases {
+    ($fixture:ty) => {
+        $crate::seed_cases!(@each $fixture;
+            response_lost_after_commit_then_identical_retry,
+            same_actor_and_key_with_changed_title_is_rejected,
+            another_actor_with_the_same_key_gets_a_separate_note,
+            both_concurrent_requests_observe_no_key,
+            note_creation_violating_a_check_constraint_stores_nothing,
+            saved_result_deleted_before_an_identical_retry,
+            thirty_two_concurrent_requests_create_one_note,
+            handler_panic_rolls_back,
+            unstored_status_rolls_back,
+            cancelled_request_leaves_no_transaction_open,
+        );
+    };
+    (@each $fixture:ty; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                common::seed::$case::<$fixture>().await;
+            }
+        )*
+    };
+}

@@ -1,0 +1,301 @@
+//! The seed experiment's six cases (its table, row by row) and a few more, through the
+//! atomic API, written once for every backend.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use idemkey_core::{ClaimRequest, Fingerprint, Key, Operation, Store, StoredResponse};
+use idemkey_sqlx::failpoints::Point;
+use std::marker::PhantomData;
+
+use idemkey_sqlx::{AtomicError, AtomicHandler, AtomicOptions, HandlerResult, Outcome, SqlxStore};
+use sqlx::Transaction;
+use tokio::sync::Barrier;
+
+use super::{Fixture, at};
+
+type Result<T> = std::result::Result<Outcome<T>, AtomicError<sqlx::Error>>;
+
+/// A create-note request: key scoped to (actor, create-note, key), fingerprint of the body.
+pub fn request(actor: &str, key: &str, title: &str) -> ClaimRequest {
+    let body = serde_json::json!({ "title": title }).to_string();
+    let fingerprint = Fingerprint::builder("POST", "/v1/notes")
+        .content_type("application/json")
+        .body(body.as_bytes());
+    ClaimRequest::new(
+        actor,
+        Operation::new("create-note", "v1"),
+        Key::parse(key.as_bytes()).unwrap(),
+        fingerprint,
+    )
+}
+
+/// The seed's handler: inserts a note on the claim's transaction and answers `status`.
+pub struct CreateNote<F> {
+    actor: String,
+    title: String,
+    status: u16,
+    panic_after_write: bool,
+    fixture: PhantomData<fn() -> F>,
+}
+
+impl<F: Fixture> CreateNote<F> {
+    pub fn new(actor: &str, title: &str, status: u16) -> Self {
+        Self {
+            actor: actor.into(),
+            title: title.into(),
+            status,
+            panic_after_write: false,
+            fixture: PhantomData,
+        }
+    }
+
+    async fn run(
+        &self,
+        tx: &mut Transaction<'static, F::DB>,
+    ) -> std::result::Result<StoredResponse, sqlx::Error> {
+        let id = uuid::Uuid::new_v4().to_string();
+        F::insert_note(tx, &id, &self.actor, &self.title).await?;
+        assert!(!self.panic_after_write, "handler panicked after its write");
+        let body = serde_json::json!({ "id": id, "title": self.title }).to_string();
+        Ok(StoredResponse::new(self.status, body)
+            .with_header("content-type", "application/json")
+            .with_header("location", format!("/v1/notes/{id}")))
+    }
+}
+
+impl<F: Fixture> AtomicHandler<F::DB> for CreateNote<F> {
+    type Response = StoredResponse;
+    type Error = sqlx::Error;
+
+    async fn call(
+        &mut self,
+        mut tx: Transaction<'static, F::DB>,
+    ) -> HandlerResult<F::DB, StoredResponse, sqlx::Error> {
+        let result = self.run(&mut tx).await;
+        (Some(tx), result)
+    }
+}
+
+/// Creates a note in atomic mode, as the seed's function did.
+pub async fn create_note<F: Fixture>(
+    store: &SqlxStore<F::DB>,
+    req: &ClaimRequest,
+    title: &str,
+    status: u16,
+) -> Result<StoredResponse> {
+    let mut handler = CreateNote::<F>::new(&req.scope.actor, title, status);
+    store
+        .execute(req, &AtomicOptions::default(), &mut handler)
+        .await
+}
+
+fn body(outcome: &Outcome<StoredResponse>) -> StoredResponse {
+    match outcome {
+        Outcome::Executed(r) | Outcome::Replayed(r) | Outcome::NotStored(r) => r.clone(),
+        other => panic!("expected a response, got {other:?}"),
+    }
+}
+
+fn actor() -> String {
+    format!("actor-{}", uuid::Uuid::new_v4())
+}
+
+pub async fn response_lost_after_commit_then_identical_retry<F: Fixture>() {
+    let store = F::store().await;
+    let req = request(&actor(), "key-a", "first");
+    // The first response is "lost": the caller drops it after the commit.
+    let lost = create_note::<F>(&store, &req, "first", 201).await.unwrap();
+    assert!(matches!(lost, Outcome::Executed(_)));
+    let retry = create_note::<F>(&store, &req, "first", 201).await.unwrap();
+    assert!(matches!(retry, Outcome::Replayed(_)));
+    assert_eq!(body(&retry), body(&lost));
+    assert_eq!(body(&retry).status, 201);
+    assert_eq!(F::count_notes(&store).await, 1);
+}
+
+pub async fn same_actor_and_key_with_changed_title_is_rejected<F: Fixture>() {
+    let store = F::store().await;
+    let actor = actor();
+    create_note::<F>(&store, &request(&actor, "key-a", "first"), "first", 201)
+        .await
+        .unwrap();
+    let changed = create_note::<F>(&store, &request(&actor, "key-a", "changed"), "changed", 201)
+        .await
+        .unwrap();
+    assert!(matches!(changed, Outcome::Mismatch));
+    // 422 by default; a route may answer the seed's 409 instead.
+    let problem = idemkey_core::Problem::new(idemkey_core::ProblemKind::KeyReused);
+    assert_eq!(problem.status, 422);
+    assert_eq!(problem.status(409).status, 409);
+    assert_eq!(F::count_notes(&store).await, 1);
+}
+
+pub async fn another_actor_with_the_same_key_gets_a_separate_note<F: Fixture>() {
+    let store = F::store().await;
+    let a = create_note::<F>(&store, &request(&actor(), "key-a", "same"), "same", 201)
+        .await
+        .unwrap();
+    let b = create_note::<F>(&store, &request(&actor(), "key-a", "same"), "same", 201)
+        .await
+        .unwrap();
+    assert!(matches!(a, Outcome::Executed(_)) && matches!(b, Outcome::Executed(_)));
+    assert_ne!(body(&a).body, body(&b).body);
+    assert_eq!(F::count_notes(&store).await, 2);
+}
+
+/// Runs `n` identical requests whose lookups all miss before any of them claims.
+async fn race<F: Fixture>(n: usize) -> (SqlxStore<F::DB>, Vec<Outcome<StoredResponse>>, usize) {
+    let barrier = Arc::new(Barrier::new(n));
+    let misses = Arc::new(AtomicUsize::new(0));
+    let (b, m) = (barrier.clone(), misses.clone());
+    let hook = at(Point::AfterLookup, move || {
+        let (b, m) = (b.clone(), m.clone());
+        async move {
+            m.fetch_add(1, Ordering::SeqCst);
+            b.wait().await;
+        }
+    });
+    let store = F::store().await.with_failpoints(hook);
+    let req = request(&actor(), "key-a", "raced");
+    let tasks: Vec<_> = (0..n)
+        .map(|_| {
+            let (store, req) = (store.clone(), req.clone());
+            tokio::spawn(async move { create_note::<F>(&store, &req, "raced", 201).await.unwrap() })
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for task in tasks {
+        outcomes.push(task.await.unwrap());
+    }
+    (store, outcomes, misses.load(Ordering::SeqCst))
+}
+
+fn count(outcomes: &[Outcome<StoredResponse>], executed: bool) -> usize {
+    outcomes
+        .iter()
+        .filter(|o| {
+            if executed {
+                matches!(o, Outcome::Executed(_))
+            } else {
+                matches!(o, Outcome::Replayed(_))
+            }
+        })
+        .count()
+}
+
+pub async fn both_concurrent_requests_observe_no_key<F: Fixture>() {
+    let (store, outcomes, misses) = race::<F>(2).await;
+    assert_eq!(misses, 2, "both initial lookups missed");
+    assert_eq!((count(&outcomes, true), count(&outcomes, false)), (1, 1));
+    assert_eq!(body(&outcomes[0]), body(&outcomes[1]));
+    assert_eq!(F::count_notes(&store).await, 1);
+}
+
+pub async fn thirty_two_concurrent_requests_create_one_note<F: Fixture>() {
+    let (store, outcomes, misses) = race::<F>(32).await;
+    assert_eq!(misses, 32);
+    assert_eq!((count(&outcomes, true), count(&outcomes, false)), (1, 31));
+    assert!(outcomes.iter().all(|o| body(o) == body(&outcomes[0])));
+    assert_eq!(F::count_notes(&store).await, 1);
+}
+
+pub async fn note_creation_violating_a_check_constraint_stores_nothing<F: Fixture>() {
+    let store = F::store().await;
+    let req = request(&actor(), "key-a", "   ");
+    let failed = create_note::<F>(&store, &req, "   ", 201).await;
+    assert!(matches!(failed, Err(AtomicError::Handler(_))), "{failed:?}");
+    assert_eq!(
+        (F::count_notes(&store).await, F::count_records(&store).await),
+        (0, 0)
+    );
+    // Nothing was stored: the key stays usable for an identical retry.
+    assert_eq!(store.lookup(&req.scope).await.unwrap(), None);
+}
+
+pub async fn saved_result_deleted_before_an_identical_retry<F: Fixture>() {
+    let store = F::store().await;
+    let req = request(&actor(), "key-a", "again");
+    create_note::<F>(&store, &req, "again", 201).await.unwrap();
+    assert!(store.forget(&req.scope).await.unwrap());
+    let retry = create_note::<F>(&store, &req, "again", 201).await.unwrap();
+    assert!(matches!(retry, Outcome::Executed(_)));
+    assert_eq!(F::count_notes(&store).await, 2);
+}
+
+pub async fn handler_panic_rolls_back<F: Fixture>() {
+    let store = F::store().await;
+    let req = request(&actor(), "key-a", "boom");
+    let mut handler = CreateNote::<F>::new(&req.scope.actor, "boom", 201);
+    handler.panic_after_write = true;
+    let store2 = store.clone();
+    let joined = tokio::spawn(async move {
+        store2
+            .execute(&req, &AtomicOptions::default(), &mut handler)
+            .await
+            .map(|_| ())
+    })
+    .await;
+    assert!(joined.unwrap_err().is_panic());
+    assert_eq!(
+        (F::count_notes(&store).await, F::count_records(&store).await),
+        (0, 0)
+    );
+}
+
+pub async fn unstored_status_rolls_back<F: Fixture>() {
+    let store = F::store().await;
+    let req = request(&actor(), "key-a", "five hundred");
+    let outcome = create_note::<F>(&store, &req, "five hundred", 500)
+        .await
+        .unwrap();
+    assert!(matches!(outcome, Outcome::NotStored(ref r) if r.status == 500));
+    assert_eq!(
+        (F::count_notes(&store).await, F::count_records(&store).await),
+        (0, 0)
+    );
+    let retry = create_note::<F>(&store, &req, "five hundred", 201)
+        .await
+        .unwrap();
+    assert!(matches!(retry, Outcome::Executed(_)));
+    assert_eq!(F::count_notes(&store).await, 1);
+}
+
+pub async fn cancelled_request_leaves_no_transaction_open<F: Fixture>() {
+    // Cancel the request at each step; afterwards the same key must work at once, which it
+    // cannot if a connection went back to the pool with the claim's transaction open.
+    for point in [
+        Point::AfterLookup,
+        Point::BeforeClaim,
+        Point::BeforeComplete,
+        Point::BeforeCommit,
+    ] {
+        let reached = Arc::new(tokio::sync::Notify::new());
+        let r = reached.clone();
+        let hook = at(point, move || {
+            let r = r.clone();
+            async move {
+                r.notify_one();
+                std::future::pending::<()>().await;
+            }
+        });
+        let store = F::store().await;
+        let paused = store.clone().with_failpoints(hook);
+        let req = request(&actor(), "key-a", "cancelled");
+        let task = {
+            let req = req.clone();
+            tokio::spawn(async move { create_note::<F>(&paused, &req, "cancelled", 201).await })
+        };
+        reached.notified().await;
+        task.abort();
+        assert!(task.await.unwrap_err().is_cancelled());
+        let retry = create_note::<F>(&store, &req, "cancelled", 201)
+            .await
+            .unwrap();
+        assert!(
+            matches!(retry, Outcome::Executed(_)),
+            "{point:?}: {retry:?}"
+        );
+        assert_eq!(F::count_notes(&store).await, 1, "{point:?}");
+    }
+}

@@ -1,0 +1,211 @@
+//! The SQLite store: the conformance suite, the seed cases, and two OS processes racing on
+//! one database file.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use common::Fixture;
+use futures_util::future::BoxFuture;
+use idemkey_sqlx::SqliteStore;
+use sqlx::{Sqlite, Transaction};
+
+const NOTE_TABLE: &str = "CREATE TABLE IF NOT EXISTS note (
+    id TEXT PRIMARY KEY,
+    actor TEXT NOT NULL,
+    title TEXT NOT NULL CHECK (length(trim(title)) BETWEEN 1 AND 200)
+)";
+
+fn fresh_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("sqlite-{}.db", uuid::Uuid::new_v4()))
+}
+
+async fn open(path: &std::path::Path) -> SqliteStore {
+    let store = SqliteStore::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    sqlx::query(NOTE_TABLE).execute(store.pool()).await.unwrap();
+    store
+}
+
+struct SqliteFixture;
+
+impl Fixture for SqliteFixture {
+    type DB = Sqlite;
+
+    async fn store() -> SqliteStore {
+        open(&fresh_path()).await
+    }
+
+    fn insert_note<'t>(
+        tx: &'t mut Transaction<'static, Sqlite>,
+        id: &'t str,
+        actor: &'t str,
+        title: &'t str,
+    ) -> BoxFuture<'t, Result<(), sqlx::Error>> {
+        Box::pin(async move {
+            sqlx::query("INSERT INTO note (id, actor, title) VALUES ($1, $2, $3)")
+                .bind(id)
+                .bind(actor)
+                .bind(title)
+                .execute(&mut **tx)
+                .await
+                .map(|_| ())
+        })
+    }
+
+    async fn count_notes(store: &SqliteStore) -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM note")
+            .fetch_one(store.pool())
+            .await
+            .unwrap()
+    }
+
+    async fn count_records(store: &SqliteStore) -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM idemkey_records")
+            .fetch_one(store.pool())
+            .await
+            .unwrap()
+    }
+}
+
+idemkey_core::store_conformance_suite!(SqliteFixture::store());
+
+seed_cases!(SqliteFixture);
+
+#[tokio::test]
+async fn settings_are_wal_full_and_busy_timeout() {
+    let store = SqliteFixture::store().await;
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    let sync: i64 = sqlx::query_scalar("PRAGMA synchronous")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    let busy: i64 = sqlx::query_scalar("PRAGMA busy_timeout")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!((mode.as_str(), sync, busy), ("wal", 2, 5000));
+}
+
+#[tokio::test]
+async fn an_exhausted_busy_timeout_is_store_unavailable() {
+    let path = fresh_path();
+    let store = open(&path).await;
+    let options = SqliteStore::connect_options(&format!("sqlite://{}", path.display()))
+        .unwrap()
+        .busy_timeout(std::time::Duration::ZERO);
+    let impatient = SqliteStore::from_pool(sqlx::SqlitePool::connect_with(options).await.unwrap());
+    // Another writer holds the write lock while the claim tries to begin.
+    let mut holder = store.begin_write().await.unwrap();
+    sqlx::query("INSERT INTO note VALUES ('held', 'a', 'held')")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let req = common::seed::request("actor-busy", "key-a", "t");
+    let outcome = common::seed::create_note::<SqliteFixture>(&impatient, &req, "t", 201).await;
+    assert!(
+        matches!(
+            outcome,
+            Err(idemkey_sqlx::AtomicError::Store(
+                idemkey_core::Error::Unavailable(_)
+            ))
+        ),
+        "{outcome:?}"
+    );
+    holder.rollback().await.unwrap();
+}
+
+const CHILD_ENV: &str = "IDEMKEY_TEST_CHILD";
+
+/// Two OS processes, each past its lookup before either claims, on one database file.
+#[tokio::test]
+async fn two_processes_on_one_file_create_one_note() {
+    let path = fresh_path();
+    let store = open(&path).await;
+    let barrier_dir = tempfile::tempdir().unwrap();
+    let children: Vec<_> = (0..2)
+        .map(|i| {
+            tokio::process::Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "--exact",
+                    "child_process_creates_a_note",
+                    "--ignored",
+                    "--nocapture",
+                ])
+                .env(
+                    CHILD_ENV,
+                    format!("{}|{}|{i}", path.display(), barrier_dir.path().display()),
+                )
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for child in children {
+        let output = child.wait_with_output().await.unwrap();
+        assert!(output.status.success(), "child failed: {output:?}");
+        let stdout = String::from_utf8(output.stdout).unwrap();
+        let line = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("OUTCOME="))
+            .unwrap()
+            .to_owned();
+        outcomes.push(line);
+    }
+    outcomes.sort();
+    assert_eq!(outcomes, ["executed", "replayed"]);
+    assert_eq!(SqliteFixture::count_notes(&store).await, 1);
+}
+
+/// The child side of the test above; does nothing unless started by it.
+#[tokio::test]
+#[ignore = "started as a child process by two_processes_on_one_file_create_one_note"]
+async fn child_process_creates_a_note() {
+    let Ok(spec) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let mut parts = spec.split('|');
+    let (db, dir, me) = (
+        parts.next().unwrap(),
+        parts.next().unwrap(),
+        parts.next().unwrap(),
+    );
+    let dir = PathBuf::from(dir);
+    let ready = dir.join(format!("ready-{me}"));
+    let hook = common::at(idemkey_sqlx::failpoints::Point::AfterLookup, move || {
+        let (dir, ready) = (dir.clone(), ready.clone());
+        async move {
+            // A file barrier: both processes have missed the lookup before either claims.
+            std::fs::write(&ready, b"").unwrap();
+            for _ in 0..6000 {
+                if std::fs::read_dir(&dir).unwrap().count() == 2 {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+            panic!("the other process never reached the barrier");
+        }
+    });
+    let store = SqliteStore::connect(&format!("sqlite://{db}"))
+        .await
+        .unwrap()
+        .with_failpoints(hook);
+    let req = common::seed::request("actor-two-processes", "key-a", "raced");
+    let outcome = common::seed::create_note::<SqliteFixture>(&store, &req, "raced", 201)
+        .await
+        .unwrap();
+    let name = match outcome {
+        idemkey_sqlx::Outcome::Executed(_) => "executed",
+        idemkey_sqlx::Outcome::Replayed(_) => "replayed",
+        other => panic!("unexpected {other:?}"),
+    };
+    println!("OUTCOME={name}");
+}
