@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use idemkey_core::{
     Answer, Claim, ClaimRequest, Decision, Error, ExpiredLease, Result, StoredResponse, TryClaim,
-    decide, previous_attempt_unknown,
+    decide, previous_attempt_unknown, retry_after,
 };
 use sqlx::Transaction;
 
@@ -60,7 +60,8 @@ pub enum AtomicBegin<DB: Backend> {
     Replay(StoredResponse),
     /// 422 `key-reused`.
     Mismatch,
-    /// 409 `request-in-flight` (an in-flight row left by lease mode).
+    /// 409 `request-in-flight`: an in-flight row left by lease mode, or (PostgreSQL) a
+    /// concurrent claim still uncommitted past the claim's wait bound or the waiter cap.
     InFlight {
         /// When to try again.
         retry_after: Duration,
@@ -71,7 +72,9 @@ impl<DB: Backend> SqlxStore<DB> {
     /// Opens a write transaction and claims the scope as its first statement, or answers
     /// from the record without running anything.
     ///
-    /// A read-only lookup first serves replays without taking the write lock.
+    /// A read-only lookup first serves replays without taking the write lock. On PostgreSQL
+    /// a claim that meets a concurrent uncommitted claim waits for it (bounded) and then
+    /// answers from the committed record, or claims if it rolled back.
     pub async fn begin_atomic(
         &self,
         request: &ClaimRequest,
@@ -83,9 +86,13 @@ impl<DB: Backend> SqlxStore<DB> {
             return Ok(answer.into());
         }
         self.hit(Point::AfterLookup).await?;
-        let mut tx = self.begin_write().await?;
-        self.hit(Point::BeforeClaim).await?;
-        let record = match DB::try_claim(&mut tx, request).await? {
+        let Some((mut tx, claimed)) = DB::begin_claim(self, request).await? else {
+            // A concurrent claim is still uncommitted past the wait bound: its lease is
+            // not visible, so the shortest Retry-After.
+            let retry_after = retry_after(Duration::ZERO);
+            return Ok(AtomicBegin::InFlight { retry_after });
+        };
+        let record = match claimed {
             TryClaim::Claimed(claim) => return Ok(AtomicBegin::Execute(AtomicClaim { tx, claim })),
             TryClaim::Existing(record) => record,
         };

@@ -5,6 +5,9 @@ use std::future::Future;
 use idemkey_core::{Claim, ClaimRequest, Record, Result, Scope, StoredResponse, TryClaim};
 use sqlx::{Database, Pool, Transaction};
 
+use crate::SqlxStore;
+use crate::failpoints::Point;
+
 mod sealed {
     pub trait Sealed {}
 }
@@ -17,11 +20,35 @@ pub(crate) use sealed::Sealed;
 /// lease mode, or the caller's transaction in atomic mode. Sealed: implemented by this crate
 /// for [`sqlx::Sqlite`] and [`sqlx::Postgres`].
 pub trait Backend: Database + Sealed {
+    /// What a store of this backend is configured with beyond its pool (PostgreSQL: how
+    /// atomic claims wait for a concurrent claim; SQLite: nothing).
+    type Settings: Clone + std::fmt::Debug + Send + Sync + 'static;
+
+    /// The settings a store on `pool` starts with.
+    fn default_settings(pool: &Pool<Self>) -> Self::Settings;
+
     /// Opens a write transaction that will not fail to upgrade later (SQLite:
     /// `BEGIN IMMEDIATE`).
     fn begin_write(
         pool: &Pool<Self>,
     ) -> impl Future<Output = Result<Transaction<'static, Self>>> + Send;
+
+    /// Atomic mode: opens a write transaction whose first statement claims the scope.
+    ///
+    /// `None` when a concurrent claim of the scope held it past the backend's bound
+    /// (PostgreSQL's claim lock timeout, or its cap on waiting claims): the request is
+    /// answered `request-in-flight`, and no transaction is left open.
+    fn begin_claim(
+        store: &SqlxStore<Self>,
+        request: &ClaimRequest,
+    ) -> impl Future<Output = Result<Option<(Transaction<'static, Self>, TryClaim)>>> + Send {
+        async move {
+            let mut tx = store.begin_write().await?;
+            store.hit(Point::BeforeClaim).await?;
+            let outcome = Self::try_claim(&mut tx, request).await?;
+            Ok(Some((tx, outcome)))
+        }
+    }
 
     /// The live record of a scope.
     fn lookup(

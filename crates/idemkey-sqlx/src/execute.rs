@@ -39,6 +39,16 @@ pub trait AtomicResponse {
     fn status(&self) -> u16;
     /// The response as stored for replay.
     fn to_stored(&self) -> StoredResponse;
+    /// The handler did nothing (a rejection decided before execution): roll back, whatever
+    /// the status. Defaults to false.
+    fn not_executed(&self) -> bool {
+        false
+    }
+    /// The response reports a serialization failure or deadlock: run the handler again.
+    /// Defaults to false.
+    fn retryable(&self) -> bool {
+        false
+    }
 }
 
 impl AtomicResponse for StoredResponse {
@@ -109,7 +119,8 @@ pub enum Outcome<R> {
     Replayed(StoredResponse),
     /// The key was used for a different request: 422 `key-reused`.
     Mismatch,
-    /// An in-flight record left by lease mode: 409 `request-in-flight`.
+    /// 409 `request-in-flight`: an in-flight record left by lease mode, or (PostgreSQL) a
+    /// concurrent claim still uncommitted past the wait bound or beyond the waiter cap.
     InFlight {
         /// When to try again.
         retry_after: Duration,
@@ -162,7 +173,14 @@ impl<DB: Backend> SqlxStore<DB> {
                     }
                 }
             };
-            if !options.policy.stores(response.status()) {
+            if response.retryable() {
+                rollback(tx).await;
+                if last {
+                    return Err(exhausted(attempts).into());
+                }
+                continue;
+            }
+            if response.not_executed() || !options.policy.stores(response.status()) {
                 rollback(tx).await;
                 return Ok(Outcome::NotStored(response));
             }

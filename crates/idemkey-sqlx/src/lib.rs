@@ -40,14 +40,18 @@
 //! | feature | what it enables |
 //! | --- | --- |
 //! | `sqlite` (default) | [`SqliteStore`], with a bundled SQLite |
-//! | `postgres` (default) | `PgStore` |
+//! | `postgres` (default) | [`PgStore`]: duplicates wait (bounded, capped) for a concurrent claim |
 //! | `failpoints` | test-only hooks that pause or fail each step ([`failpoints`]) |
+
+#![cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 
 mod atomic;
 mod backend;
 mod error;
 mod execute;
 pub mod failpoints;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod row;
 #[cfg(feature = "sqlite")]
 mod sqlite;
@@ -59,6 +63,8 @@ pub use execute::{
     AtomicError, AtomicHandler, AtomicOptions, AtomicResponse, HandlerFn, HandlerResult, Outcome,
     handler_fn,
 };
+#[cfg(feature = "postgres")]
+pub use postgres::{DEFAULT_CLAIM_LOCK_TIMEOUT, DEFAULT_MAX_CONNECTIONS, PgSettings, PgStore};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{DEFAULT_BUSY_TIMEOUT, SqliteStore};
 pub use store::SqlxStore;

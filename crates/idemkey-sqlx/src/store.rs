@@ -16,6 +16,7 @@ use crate::failpoints::Point;
 #[derive(Debug)]
 pub struct SqlxStore<DB: Backend> {
     pub(crate) pool: Pool<DB>,
+    pub(crate) settings: DB::Settings,
     #[cfg(feature = "failpoints")]
     pub(crate) failpoints: crate::failpoints::Failpoints,
 }
@@ -24,6 +25,7 @@ impl<DB: Backend> Clone for SqlxStore<DB> {
     fn clone(&self) -> Self {
         Self {
             pool: self.pool.clone(),
+            settings: self.settings.clone(),
             #[cfg(feature = "failpoints")]
             failpoints: self.failpoints.clone(),
         }
@@ -34,6 +36,7 @@ impl<DB: Backend> SqlxStore<DB> {
     /// A store on an existing pool, whose schema must be migrated (see `migrate`).
     pub fn from_pool(pool: Pool<DB>) -> Self {
         Self {
+            settings: DB::default_settings(&pool),
             pool,
             #[cfg(feature = "failpoints")]
             failpoints: Default::default(),

@@ -37,7 +37,11 @@ impl SqlxStore<Sqlite> {
     ///
     /// `sqlite::memory:` gives each pooled connection its own database: use a file.
     pub async fn connect(url: &str) -> Result<Self> {
-        let options = Self::connect_options(url)?;
+        Self::connect_with(Self::connect_options(url)?).await
+    }
+
+    /// Opens a pool of 8 connections with `options` and applies idemkey's migrations.
+    pub async fn connect_with(options: SqliteConnectOptions) -> Result<Self> {
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
             .connect_with(options)

@@ -103,6 +103,10 @@ const SWEEP: &str = concat!(
 );
 
 impl Backend for Sqlite {
+    type Settings = ();
+
+    fn default_settings(_pool: &Pool<Self>) -> Self::Settings {}
+
     async fn begin_write(pool: &Pool<Self>) -> Result<Transaction<'static, Self>> {
         // A deferred transaction that upgrades to a writer fails with SQLITE_BUSY under
         // concurrency, busy timeout or not; IMMEDIATE takes the write lock up front.

@@ -1,0 +1,82 @@
+//! How PostgreSQL's errors map onto idemkey's: re-runs, lock timeouts, lost commits.
+
+use idemkey_core::Error;
+
+use crate::error::store_error;
+
+/// SQLSTATE of a statement that gave up waiting for a lock (`lock_timeout`).
+const LOCK_NOT_AVAILABLE: &str = "55P03";
+
+fn code(error: &sqlx::Error) -> Option<String> {
+    match error {
+        sqlx::Error::Database(db) => db.code().map(|code| code.into_owned()),
+        _ => None,
+    }
+}
+
+/// Serialization failure (40001) or deadlock (40P01): run the transaction again.
+pub(super) fn is_retryable(error: &sqlx::Error) -> bool {
+    code(error).is_some_and(|code| code == "40001" || code == "40P01")
+}
+
+/// Whether a store error is a statement that ran out of its `lock_timeout`.
+pub(super) fn is_lock_timeout(error: &Error) -> bool {
+    let Error::Unavailable(source) = error else {
+        return false;
+    };
+    source
+        .downcast_ref::<sqlx::Error>()
+        .and_then(code)
+        .is_some_and(|code| code == LOCK_NOT_AVAILABLE)
+}
+
+/// A commit whose reply was lost may or may not have committed.
+pub(super) fn commit_error(error: sqlx::Error) -> Error {
+    if is_connection_lost(&error) {
+        Error::OutcomeUnknown(Box::new(error))
+    } else {
+        store_error(error)
+    }
+}
+
+/// The connection broke: I/O, TLS or protocol failures, or the server ending the session
+/// (class 08, connection exception; 57P01..57P05, shutdown or termination). A `FATAL` sent
+/// while a commit was in flight does not tell whether the commit took effect.
+fn is_connection_lost(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::WorkerCrashed => true,
+        _ => code(error).is_some_and(|code| code.starts_with("08") || code.starts_with("57P")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn io() -> sqlx::Error {
+        sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset))
+    }
+
+    #[test]
+    fn a_lost_commit_is_outcome_unknown() {
+        assert!(matches!(commit_error(io()), Error::OutcomeUnknown(_)));
+        assert!(matches!(
+            commit_error(sqlx::Error::PoolTimedOut),
+            Error::Unavailable(_)
+        ));
+        assert!(matches!(
+            commit_error(sqlx::Error::RowNotFound),
+            Error::Backend(_)
+        ));
+    }
+
+    #[test]
+    fn io_is_neither_retryable_nor_a_lock_timeout() {
+        assert!(!is_retryable(&io()));
+        assert!(!is_lock_timeout(&store_error(io())));
+        assert!(!is_lock_timeout(&Error::Contention));
+    }
+}

@@ -1,0 +1,96 @@
+//! The PostgreSQL backend.
+//!
+//! Every time (lease, expiry) is computed by the database from `clock_timestamp()`; the store
+//! binds durations only and never reads the application's clock. Transactions run at READ
+//! COMMITTED, and idemkey leaves `synchronous_commit` at the server's setting (`on` by
+//! default): an acknowledged response is durable only if the commit is.
+
+mod error;
+mod queries;
+mod wait;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use idemkey_core::Result;
+use sqlx::Postgres;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+
+use crate::SqlxStore;
+use crate::error::store_error;
+
+pub use wait::{DEFAULT_CLAIM_LOCK_TIMEOUT, PgSettings};
+
+/// The PostgreSQL store: records in the same database as the business tables.
+pub type PgStore = SqlxStore<Postgres>;
+
+/// The pool size [`PgStore::connect`] uses. Defaults to 10.
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 10;
+
+impl SqlxStore<Postgres> {
+    /// Connection options for `url` (`postgres://user@host/db`). PostgreSQL needs nothing
+    /// beyond its defaults: each write transaction sets READ COMMITTED itself.
+    pub fn connect_options(url: &str) -> Result<PgConnectOptions> {
+        PgConnectOptions::from_str(url).map_err(store_error)
+    }
+
+    /// Connects to `url` with a pool of [`DEFAULT_MAX_CONNECTIONS`] and applies idemkey's
+    /// migrations. Claims wait at most [`DEFAULT_CLAIM_LOCK_TIMEOUT`] for each other, and at
+    /// most half the pool's connections wait at once.
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::connect_with(Self::connect_options(url)?).await
+    }
+
+    /// Opens a pool of [`DEFAULT_MAX_CONNECTIONS`] connections with `options` and applies
+    /// idemkey's migrations.
+    pub async fn connect_with(options: PgConnectOptions) -> Result<Self> {
+        let pool = PgPoolOptions::new()
+            .max_connections(DEFAULT_MAX_CONNECTIONS)
+            .connect_with(options)
+            .await
+            .map_err(store_error)?;
+        let store = Self::from_pool(pool);
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Applies idemkey's migrations (the `idemkey_records` table), tracked in
+    /// `_idemkey_migrations` so they never mix with the application's own. Both tables go to
+    /// the first schema of the connection's `search_path`.
+    pub async fn migrate(&self) -> Result<()> {
+        let mut migrator = sqlx::migrate!("./migrations/postgres");
+        migrator.dangerous_set_table_name("_idemkey_migrations");
+        migrator
+            .run(&self.pool)
+            .await
+            .map_err(|e| idemkey_core::Error::Backend(Box::new(e)))
+    }
+
+    /// The same store with atomic claims waiting at most `timeout` for a concurrent,
+    /// uncommitted claim of the same scope; past it the request is answered
+    /// `request-in-flight`. Applies to the claim statement only: the business statements
+    /// keep the session's own `lock_timeout`. Defaults to [`DEFAULT_CLAIM_LOCK_TIMEOUT`].
+    /// The result still shares this store's waiter cap.
+    #[must_use]
+    pub fn with_claim_lock_timeout(mut self, timeout: Duration) -> Self {
+        self.settings = self.settings.with_lock_timeout(timeout);
+        self
+    }
+
+    /// The same store with at most `max` claims waiting at once (at least one), so waiters
+    /// never hold every pooled connection; the next duplicate is answered
+    /// `request-in-flight`. Defaults to half the pool's maximum size. This starts a new cap:
+    /// set it before cloning the store, since clones share one cap.
+    #[must_use]
+    pub fn with_max_waiters(mut self, max: usize) -> Self {
+        self.settings = PgSettings::new(self.settings.claim_lock_timeout(), max);
+        self
+    }
+
+    /// How atomic claims of this store wait.
+    pub fn settings(&self) -> &PgSettings {
+        &self.settings
+    }
+}
+
+impl crate::backend::Sealed for Postgres {}

@@ -1,0 +1,253 @@
+//! The SQL of the PostgreSQL store, on any connection: the store's own short transactions in
+//! lease mode, or the caller's transaction in atomic mode.
+
+use std::time::Instant;
+
+use idemkey_core::{Claim, ClaimRequest, Error, Record, Result, Scope, StoredResponse, TryClaim};
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::{Pool, Postgres, Row, Transaction};
+
+use super::wait::{self, PgSettings};
+use crate::error::{millis, store_error};
+use crate::row::{RecordRow, claim, fenced, into_record};
+use crate::{Backend, SqlxStore};
+
+/// The database clock in milliseconds since the Unix epoch, read once per statement as
+/// `clock.t`, so every time a statement writes agrees. `clock_timestamp()`, not `now()`:
+/// `now()` stands still at the start of the transaction.
+macro_rules! clock {
+    () => {
+        "(SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS t) AS clock"
+    };
+}
+
+const LOOKUP: &str = concat!(
+    "SELECT record_id, version, fingerprint, state, token, ",
+    "GREATEST(COALESCE(lease_until, 0) - clock.t, 0), request_id, response ",
+    "FROM idemkey_records, ",
+    clock!(),
+    " WHERE actor = $1 AND operation = $2 AND idem_key = $3 AND expires_at > clock.t"
+);
+
+// The upsert replaces only an expired row; a live row makes it return nothing. Meeting an
+// uncommitted claim of the same scope, it waits for that transaction to end.
+const CLAIM: &str = concat!(
+    "INSERT INTO idemkey_records (actor, operation, idem_key, record_id, version, fingerprint, ",
+    "state, token, lease_until, expires_at, created_at, request_id, response) ",
+    "SELECT $1, $2, $3, $4, $5, $6, 0, 1, clock.t + $7, clock.t + $7 + $8, clock.t, $9, NULL ",
+    "FROM ",
+    clock!(),
+    " ON CONFLICT (actor, operation, idem_key) DO UPDATE SET record_id = excluded.record_id, ",
+    "version = excluded.version, fingerprint = excluded.fingerprint, state = 0, token = 1, ",
+    "lease_until = excluded.lease_until, expires_at = excluded.expires_at, ",
+    "created_at = excluded.created_at, request_id = excluded.request_id, response = NULL ",
+    "WHERE idemkey_records.expires_at <= excluded.created_at RETURNING token"
+);
+
+const RECLAIM: &str = concat!(
+    "UPDATE idemkey_records SET token = token + 1, state = 0, lease_until = clock.t + $6, ",
+    "expires_at = clock.t + $6 + $7 FROM ",
+    clock!(),
+    " WHERE actor = $1 AND operation = $2 AND idem_key = $3 AND record_id = $4 AND token = $5 ",
+    "AND (state = 1 OR (state = 0 AND lease_until <= clock.t)) AND expires_at > clock.t ",
+    "RETURNING token"
+);
+
+const COMPLETE: &str = concat!(
+    "UPDATE idemkey_records SET state = 2, response = $6, lease_until = NULL, ",
+    "expires_at = clock.t + $7 FROM ",
+    clock!(),
+    " WHERE actor = $1 AND operation = $2 AND idem_key = $3 AND record_id = $4 AND token = $5 ",
+    "AND state = 0"
+);
+
+const RELEASE: &str = concat!(
+    "UPDATE idemkey_records SET state = 1, lease_until = NULL, expires_at = clock.t + $6 FROM ",
+    clock!(),
+    " WHERE actor = $1 AND operation = $2 AND idem_key = $3 AND record_id = $4 AND token = $5 ",
+    "AND state = 0"
+);
+
+const EXTEND: &str = concat!(
+    "UPDATE idemkey_records SET lease_until = clock.t + $6, expires_at = clock.t + $6 + $7 ",
+    "FROM ",
+    clock!(),
+    " WHERE actor = $1 AND operation = $2 AND idem_key = $3 AND record_id = $4 AND token = $5 ",
+    "AND state = 0"
+);
+
+const FORGET: &str =
+    "DELETE FROM idemkey_records WHERE actor = $1 AND operation = $2 AND idem_key = $3";
+
+// SKIP LOCKED: sweepers on several instances take disjoint batches and never wait on a claim.
+// The outer predicate re-checks expiry on the row as it is when deleted, so a row renewed
+// since the inner select survives.
+const SWEEP: &str = concat!(
+    "DELETE FROM idemkey_records USING ",
+    clock!(),
+    " WHERE ctid = ANY(ARRAY(SELECT ctid FROM idemkey_records, ",
+    clock!(),
+    " WHERE expires_at <= clock.t LIMIT $1 FOR UPDATE OF idemkey_records SKIP LOCKED)) ",
+    "AND expires_at <= clock.t"
+);
+
+impl Backend for Postgres {
+    type Settings = PgSettings;
+
+    fn default_settings(pool: &Pool<Self>) -> PgSettings {
+        PgSettings::for_pool(pool)
+    }
+
+    async fn begin_write(pool: &Pool<Self>) -> Result<Transaction<'static, Self>> {
+        // Explicit, whatever the database's default: the wait-then-replay of a duplicate
+        // claim needs each statement to see what committed before it.
+        pool.begin_with("BEGIN ISOLATION LEVEL READ COMMITTED")
+            .await
+            .map_err(store_error)
+    }
+
+    async fn begin_claim(
+        store: &SqlxStore<Self>,
+        request: &ClaimRequest,
+    ) -> Result<Option<(Transaction<'static, Self>, TryClaim)>> {
+        wait::begin_claim(store, request).await
+    }
+
+    async fn lookup(conn: &mut Self::Connection, scope: &Scope) -> Result<Option<Record>> {
+        let row: Option<RecordRow> = sqlx::query_as(LOOKUP)
+            .bind(scope.actor.as_str())
+            .bind(scope.operation.as_str())
+            .bind(scope.key.as_str())
+            .fetch_optional(conn)
+            .await
+            .map_err(store_error)?;
+        row.map(into_record).transpose()
+    }
+
+    async fn try_claim(conn: &mut Self::Connection, request: &ClaimRequest) -> Result<TryClaim> {
+        let acquired = Instant::now();
+        let record_id = idemkey_core::RecordId::new();
+        let claimed = scoped(CLAIM, &request.scope)
+            .bind(record_id.as_bytes().as_slice())
+            .bind(request.operation.version())
+            .bind(request.fingerprint.as_bytes().as_slice())
+            .bind(millis(request.lease))
+            .bind(millis(request.retention))
+            .bind(request.request_id.as_deref())
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(store_error)?;
+        if let Some(token) = token_of(claimed)? {
+            return Ok(TryClaim::Claimed(claim(
+                request, record_id, token, acquired, false,
+            )));
+        }
+        // The upsert locked the live row, so it cannot vanish before this lookup.
+        match Self::lookup(conn, &request.scope).await? {
+            Some(record) => Ok(TryClaim::Existing(record)),
+            None => Err(Error::Contention),
+        }
+    }
+
+    async fn reclaim(
+        conn: &mut Self::Connection,
+        request: &ClaimRequest,
+        seen: &Record,
+    ) -> Result<Option<Claim>> {
+        let acquired = Instant::now();
+        let token = scoped(RECLAIM, &request.scope)
+            .bind(seen.record_id.as_bytes().as_slice())
+            .bind(seen.token)
+            .bind(millis(request.lease))
+            .bind(millis(request.retention))
+            .fetch_optional(conn)
+            .await
+            .map_err(store_error)?;
+        let taken_over = matches!(seen.state, idemkey_core::RecordState::InFlight { .. });
+        let token = token_of(token)?;
+        Ok(token.map(|token| claim(request, seen.record_id, token, acquired, taken_over)))
+    }
+
+    async fn complete(
+        conn: &mut Self::Connection,
+        claim: &Claim,
+        response: &StoredResponse,
+    ) -> Result<()> {
+        let done = held(COMPLETE, claim)
+            .bind(response.encode())
+            .bind(millis(claim.retention))
+            .execute(conn)
+            .await
+            .map_err(store_error)?;
+        fenced(done.rows_affected())
+    }
+
+    async fn release(conn: &mut Self::Connection, claim: &Claim) -> Result<()> {
+        let done = held(RELEASE, claim)
+            .bind(millis(claim.retention))
+            .execute(conn)
+            .await
+            .map_err(store_error)?;
+        fenced(done.rows_affected())
+    }
+
+    async fn extend(conn: &mut Self::Connection, claim: &mut Claim) -> Result<()> {
+        let acquired = Instant::now();
+        let done = held(EXTEND, claim)
+            .bind(millis(claim.lease))
+            .bind(millis(claim.retention))
+            .execute(conn)
+            .await
+            .map_err(store_error)?;
+        fenced(done.rows_affected())?;
+        claim.acquired = acquired;
+        Ok(())
+    }
+
+    async fn forget(conn: &mut Self::Connection, scope: &Scope) -> Result<bool> {
+        let done = scoped(FORGET, scope)
+            .execute(conn)
+            .await
+            .map_err(store_error)?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn sweep(conn: &mut Self::Connection, batch: u32) -> Result<u64> {
+        let done = sqlx::query(SWEEP)
+            .bind(i64::from(batch))
+            .execute(conn)
+            .await
+            .map_err(store_error)?;
+        Ok(done.rows_affected())
+    }
+
+    fn is_retryable(error: &sqlx::Error) -> bool {
+        super::error::is_retryable(error)
+    }
+
+    fn commit_error(error: sqlx::Error) -> Error {
+        super::error::commit_error(error)
+    }
+}
+
+fn scoped<'q>(
+    sql: &'static str,
+    scope: &'q Scope,
+) -> sqlx::query::Query<'q, Postgres, PgArguments> {
+    sqlx::query(sql)
+        .bind(scope.actor.as_str())
+        .bind(scope.operation.as_str())
+        .bind(scope.key.as_str())
+}
+
+fn held<'q>(sql: &'static str, claim: &'q Claim) -> sqlx::query::Query<'q, Postgres, PgArguments> {
+    scoped(sql, &claim.scope)
+        .bind(claim.record_id.as_bytes().as_slice())
+        .bind(claim.token)
+}
+
+fn token_of(row: Option<PgRow>) -> Result<Option<i64>> {
+    row.map(|row| row.try_get(0))
+        .transpose()
+        .map_err(store_error)
+}

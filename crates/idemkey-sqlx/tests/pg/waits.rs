@@ -1,0 +1,244 @@
+//! Contract §8 on PostgreSQL: a duplicate's claim waits for an uncommitted claim of its scope,
+//! bounded by a claim-only lock timeout and capped in number.
+
+use std::time::Duration;
+
+use idemkey_core::StoredResponse;
+use idemkey_sqlx::failpoints::Point;
+use idemkey_sqlx::{AtomicHandler, AtomicOptions, HandlerResult, Outcome, PgStore};
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{Postgres, Transaction};
+
+use super::tools::{
+    Gate, Task, TestNote, actor, body, claims_blocked, run, spawn, wait_until, waiting,
+};
+use super::{PgFixture, store_with};
+use crate::common::Fixture;
+use crate::common::seed::request;
+
+/// Long enough never to run out in a test: a test decides when the winner ends.
+const PATIENT: Duration = Duration::from_secs(600);
+
+/// Holds a winner open at `BeforeCommit`, then starts a duplicate and waits until its claim
+/// is blocked on the winner's uncommitted claim.
+async fn winner_and_blocked_duplicate(store: &PgStore) -> (Gate, Task, Task) {
+    let req = request(&actor(), "key-a", "waited");
+    let gate = Gate::new(Point::BeforeCommit);
+    let held = store.clone().with_failpoints(gate.hook());
+    let winner = spawn(&held, &req, TestNote::new(&req, "waited"));
+    gate.reached().await;
+    let duplicate = spawn(store, &req, TestNote::new(&req, "waited"));
+    claims_blocked(store, 1).await;
+    (gate, winner, duplicate)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_duplicate_waits_for_the_winner_then_replays_it() {
+    if !PgFixture::available() {
+        return;
+    }
+    let store = PgFixture::store().await.with_claim_lock_timeout(PATIENT);
+    let (gate, winner, duplicate) = winner_and_blocked_duplicate(&store).await;
+    gate.pass();
+    let (winner, duplicate) = (winner.await.unwrap(), duplicate.await.unwrap());
+    assert!(matches!(winner, Ok(Outcome::Executed(_))), "{winner:?}");
+    assert!(
+        matches!(duplicate, Ok(Outcome::Replayed(_))),
+        "{duplicate:?}"
+    );
+    assert_eq!(body(&winner), body(&duplicate));
+    assert_eq!(PgFixture::count_notes(&store).await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_duplicate_executes_when_the_winner_rolls_back() {
+    if !PgFixture::available() {
+        return;
+    }
+    let store = PgFixture::store().await.with_claim_lock_timeout(PATIENT);
+    let (gate, winner, duplicate) = winner_and_blocked_duplicate(&store).await;
+    gate.fail();
+    let (winner, duplicate) = (winner.await.unwrap(), duplicate.await.unwrap());
+    assert!(winner.is_err(), "{winner:?}");
+    assert!(
+        matches!(duplicate, Ok(Outcome::Executed(_))),
+        "{duplicate:?}"
+    );
+    assert_eq!(PgFixture::count_notes(&store).await, 1);
+    assert_eq!(PgFixture::count_records(&store).await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_past_the_claim_lock_timeout_is_in_flight() {
+    if !PgFixture::available() {
+        return;
+    }
+    let store = PgFixture::store()
+        .await
+        .with_claim_lock_timeout(Duration::from_millis(50));
+    let req = request(&actor(), "key-a", "bounded");
+    let gate = Gate::new(Point::BeforeCommit);
+    let winner = spawn(
+        &store.clone().with_failpoints(gate.hook()),
+        &req,
+        TestNote::new(&req, "bounded"),
+    );
+    gate.reached().await;
+    // The winner stays open until after the duplicate has its answer. The outer timeout
+    // only turns an unbounded wait (the bug) into a failure instead of a hang.
+    let duplicate = run(&store, &req, TestNote::new(&req, "bounded"));
+    let duplicate = tokio::time::timeout(PATIENT, duplicate).await.unwrap();
+    assert!(
+        matches!(duplicate, Ok(Outcome::InFlight { retry_after }) if retry_after == Duration::from_secs(1)),
+        "{duplicate:?}"
+    );
+    gate.pass();
+    assert!(matches!(winner.await.unwrap(), Ok(Outcome::Executed(_))));
+    let retry = run(&store, &req, TestNote::new(&req, "bounded")).await;
+    assert!(matches!(retry, Ok(Outcome::Replayed(_))), "{retry:?}");
+    assert_eq!(PgFixture::count_notes(&store).await, 1);
+}
+
+/// The claim's short lock timeout is gone once the claim is made: a business statement
+/// waits on a row lock for many times that bound, then succeeds, and it sees the session's
+/// own `lock_timeout` (set with `SET`, so `RESET` would not bring it back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn business_statements_keep_their_ordinary_lock_waits() {
+    if !PgFixture::available() {
+        return;
+    }
+    let pool = PgPoolOptions::new()
+        .max_connections(4)
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                sqlx::raw_sql("SET lock_timeout = '31s'")
+                    .execute(conn)
+                    .await
+                    .map(|_| ())
+            })
+        });
+    let store = store_with(pool, |o| o)
+        .await
+        .with_claim_lock_timeout(Duration::from_millis(20));
+    sqlx::query("INSERT INTO note VALUES ('locked', 'test', 'locked')")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let mut blocker = store.pool().begin().await.unwrap();
+    sqlx::query("SELECT id FROM note WHERE id = 'locked' FOR UPDATE")
+        .execute(&mut *blocker)
+        .await
+        .unwrap();
+    let req = request(&actor(), "key-a", "business");
+    let task = {
+        let (store, req) = (store.clone(), req.clone());
+        tokio::spawn(async move {
+            store
+                .execute(&req, &AtomicOptions::default(), &mut UpdateLocked)
+                .await
+        })
+    };
+    // Measured by the database: the update has waited ten times the claim's bound.
+    wait_until("the business statement to wait 200 ms", || async {
+        task.is_finished()
+            || sqlx::query_scalar::<_, i64>(
+                "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) \
+             WHERE a.application_name = $1 AND NOT l.granted \
+             AND starts_with(a.query, 'UPDATE note') \
+             AND clock_timestamp() - l.waitstart > interval '200 ms'",
+            )
+            .bind(super::schema(&store))
+            .fetch_one(store.pool())
+            .await
+            .unwrap()
+                == 1
+    })
+    .await;
+    assert!(!task.is_finished(), "{:?}", task.await);
+    assert_eq!(
+        waiting(&store, "UPDATE note").await,
+        1,
+        "still waiting, not timed out"
+    );
+    blocker.commit().await.unwrap();
+    let outcome = task.await.unwrap().unwrap();
+    assert!(
+        matches!(&outcome, Outcome::Executed(r) if r.body == "31s"),
+        "{outcome:?}"
+    );
+}
+
+/// Answers with the `lock_timeout` it sees, after updating the row a test holds locked.
+struct UpdateLocked;
+
+impl AtomicHandler<Postgres> for UpdateLocked {
+    type Response = StoredResponse;
+    type Error = sqlx::Error;
+
+    async fn call(
+        &mut self,
+        mut tx: Transaction<'static, Postgres>,
+    ) -> HandlerResult<Postgres, StoredResponse, sqlx::Error> {
+        let result = async {
+            let seen: String = sqlx::query_scalar("SHOW lock_timeout")
+                .fetch_one(&mut *tx)
+                .await?;
+            sqlx::query("UPDATE note SET title = 'updated' WHERE id = 'locked'")
+                .execute(&mut *tx)
+                .await?;
+            Ok(StoredResponse::new(201, seen))
+        }
+        .await;
+        (Some(tx), result)
+    }
+}
+
+/// Pool of 4, at most 2 waiters, 16 duplicates while the winner is held open: 2 wait and
+/// replay, 14 are answered in flight, and the pool still serves another request meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duplicates_beyond_the_waiter_cap_are_in_flight() {
+    if !PgFixture::available() {
+        return;
+    }
+    let store = store_with(PgPoolOptions::new().max_connections(4), |o| o)
+        .await
+        .with_claim_lock_timeout(PATIENT)
+        .with_max_waiters(2);
+    let req = request(&actor(), "key-a", "storm");
+    let gate = Gate::new(Point::BeforeCommit);
+    let winner = spawn(
+        &store.clone().with_failpoints(gate.hook()),
+        &req,
+        TestNote::new(&req, "storm"),
+    );
+    gate.reached().await;
+    let storm: Vec<_> = (0..16)
+        .map(|_| spawn(&store, &req, TestNote::new(&req, "storm")))
+        .collect();
+    wait_until("14 duplicates to be answered", || async {
+        let blocked = waiting(&store, "INSERT INTO idemkey_records").await;
+        assert!(blocked <= 2, "{blocked} claims waiting, over the cap");
+        storm.iter().filter(|t| t.is_finished()).count() == 14
+    })
+    .await;
+    claims_blocked(&store, 2).await;
+    let other = request(&actor(), "key-a", "other");
+    let other = run(&store, &other, TestNote::new(&other, "other")).await;
+    assert!(matches!(other, Ok(Outcome::Executed(_))), "{other:?}");
+    gate.pass();
+    assert!(matches!(winner.await.unwrap(), Ok(Outcome::Executed(_))));
+    let (mut in_flight, mut replayed) = (0, 0);
+    for task in storm {
+        match task.await.unwrap() {
+            Ok(Outcome::InFlight { .. }) => in_flight += 1,
+            Ok(Outcome::Replayed(_)) => replayed += 1,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!((in_flight, replayed), (14, 2));
+    assert_eq!(
+        PgFixture::count_notes(&store).await,
+        2,
+        "the winner's and the other one"
+    );
+}

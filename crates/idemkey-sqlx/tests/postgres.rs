@@ -1,0 +1,153 @@
+//! The PostgreSQL store: the conformance suite, the seed cases, and what only PostgreSQL does
+//! (`pg/waits.rs`, `pg/faults.rs`): duplicates that wait for an uncommitted claim, bounded and
+//! capped; re-runs after serialization failures; lost connections.
+//!
+//! Needs `IDEMKEY_TEST_PG_URL` (required when `CI` is set, skipped loudly otherwise); every
+//! test works in a PostgreSQL schema of its own.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+mod pg;
+
+use std::time::Duration;
+
+use common::Fixture;
+use idemkey_core::RecordState;
+use idemkey_sqlx::{Backend, PgStore};
+use pg::PgFixture;
+use sqlx::Postgres;
+
+idemkey_core::store_conformance_suite!({
+    if !PgFixture::available() {
+        return;
+    }
+    PgFixture::store()
+});
+
+seed_cases!(PgFixture);
+
+async fn db_ms(store: &PgStore) -> i64 {
+    pg::scalar(
+        store,
+        "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint",
+    )
+    .await
+}
+
+/// Leases and expiry are computed by the database from `clock_timestamp()`; the store binds
+/// only durations and has no application clock at all. A claim made late in a transaction
+/// gets the time of its statement, not the transaction's start (`now()`), and `lookup`
+/// measures what is left of the lease with the same clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_and_expiry_come_from_the_database_clock() {
+    if !PgFixture::available() {
+        return;
+    }
+    let store = PgFixture::store().await;
+    let req = idemkey_core::testkit::request("{}").lease(Duration::from_secs(3600));
+    let mut tx = store.begin_write().await.unwrap();
+    let late: &str = "SELECT clock_timestamp() > now() + interval '50 ms'";
+    while !sqlx::query_scalar::<_, bool>(late)
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap()
+    {
+        tokio::task::yield_now().await;
+    }
+    <Postgres as Backend>::try_claim(&mut tx, &req)
+        .await
+        .unwrap();
+    let (created, lease_until, started): (i64, i64, i64) = sqlx::query_as(
+        "SELECT created_at, lease_until, floor(extract(epoch FROM now()) * 1000)::bigint \
+         FROM idemkey_records",
+    )
+    .fetch_one(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    assert!(
+        created >= started + 50,
+        "created {created}, transaction began {started}"
+    );
+    assert_eq!(
+        lease_until - created,
+        3_600_000,
+        "one clock reading per statement"
+    );
+    let before = db_ms(&store).await;
+    let record = idemkey_core::Store::lookup(&store, &req.scope)
+        .await
+        .unwrap()
+        .unwrap();
+    let after = db_ms(&store).await;
+    let RecordState::InFlight { lease_remaining } = record.state else {
+        panic!("{record:?}")
+    };
+    let remaining = i64::try_from(lease_remaining.as_millis()).unwrap();
+    assert!((lease_until - after..=lease_until - before + 1).contains(&remaining));
+}
+
+/// Write transactions are READ COMMITTED even where the database defaults to SERIALIZABLE,
+/// and `synchronous_commit` is left on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_transactions_are_read_committed_with_synchronous_commit() {
+    if !PgFixture::available() {
+        return;
+    }
+    let pool = sqlx::postgres::PgPoolOptions::new().max_connections(2);
+    let store = pg::store_with(pool, |o| {
+        o.options([("default_transaction_isolation", "serializable")])
+    })
+    .await;
+    let mut tx = store.begin_write().await.unwrap();
+    let isolation: String = sqlx::query_scalar("SHOW transaction_isolation")
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    let sync: String = sqlx::query_scalar("SHOW synchronous_commit")
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    assert_eq!(
+        (isolation.as_str(), sync.as_str()),
+        ("read committed", "on")
+    );
+    tx.rollback().await.unwrap();
+    let req = common::seed::request("actor-rc", "key-a", "rc");
+    let outcome = pg::tools::run(&store, &req, pg::tools::TestNote::new(&req, "rc")).await;
+    assert!(
+        matches!(outcome, Ok(idemkey_sqlx::Outcome::Executed(_))),
+        "{outcome:?}"
+    );
+}
+
+/// `connect_with` sizes the pool and the waiter cap, and applies the migrations, which land
+/// with their tracking table in the connection's schema; applying them again changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_with_migrates_into_the_connection_schema() {
+    if !PgFixture::available() {
+        return;
+    }
+    let store = PgStore::connect_with(pg::fresh_schema().await)
+        .await
+        .unwrap();
+    assert_eq!(store.pool().options().get_max_connections(), 10);
+    let settings = store.settings();
+    assert_eq!(
+        settings.claim_lock_timeout(),
+        idemkey_sqlx::DEFAULT_CLAIM_LOCK_TIMEOUT
+    );
+    assert_eq!(settings.max_waiters(), 5, "half the pool");
+    store.migrate().await.unwrap();
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT tablename::text FROM pg_tables WHERE schemaname = $1 ORDER BY tablename",
+    )
+    .bind(pg::schema(&store))
+    .fetch_all(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(tables, ["_idemkey_migrations", "idemkey_records"]);
+    let applied = pg::scalar(&store, "SELECT count(*) FROM _idemkey_migrations").await;
+    assert_eq!(applied, 1);
+}
