@@ -1,1 +1,94 @@
-//! TODO
+//! Idempotency-Key middleware for tower and axum: [`IdempotencyLayer`], in lease mode.
+//!
+//! ```
+//! use axum::{Router, body::Body, extract::Request, middleware, routing::post};
+//! use http::StatusCode;
+//! use idemkey_core::MemoryStore;
+//! use idemkey_tower::{Actor, Config, IdempotencyLayer};
+//! use tower::ServiceExt;
+//!
+//! async fn create_note() -> (StatusCode, &'static str) {
+//!     (StatusCode::CREATED, r#"{"id":"n1"}"#)
+//! }
+//!
+//! // Stands in for real authentication, which runs outside the idempotency layer.
+//! async fn authenticate(mut request: Request) -> Request {
+//!     request.extensions_mut().insert(Actor::new("tenant-1"));
+//!     request
+//! }
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let config = Config::default().secret(b"load me from the environment".as_slice());
+//! let app = Router::new()
+//!     .route("/v1/notes", post(create_note))
+//!     .layer(IdempotencyLayer::with_config(MemoryStore::new(), config))
+//!     .layer(middleware::map_request(authenticate));
+//!
+//! let request = || {
+//!     Request::post("/v1/notes")
+//!         .header("idempotency-key", "order-42")
+//!         .body(Body::from(r#"{"title":"hello"}"#))
+//!         .unwrap()
+//! };
+//! let first = app.clone().oneshot(request()).await?;
+//! assert_eq!(first.status(), StatusCode::CREATED);
+//!
+//! let retry = app.oneshot(request()).await?;
+//! assert_eq!(retry.status(), StatusCode::CREATED);
+//! assert_eq!(retry.headers()["idempotent-replayed"], "true");
+//! # Ok::<_, Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+//!
+//! What the layer does, per request (contract §2-§7, §10):
+//!
+//! - On the [`Config::methods`] (POST and PATCH by default) it parses the `Idempotency-Key`
+//!   header; other methods pass through untouched. A missing key is `key-missing` (or, with
+//!   [`Config::require_key`] off, the request runs unrecorded); a malformed one `key-invalid`.
+//! - The scope is the [`Actor`] that authentication put in the request extensions (401
+//!   without one), the operation named by [`MakeOperation`], and the key.
+//! - The body is read up to [`Config::request_body_limit`] (413 beyond), and fingerprinted.
+//! - The store decides: replay the stored response (`Idempotent-Replayed: true`), reject a
+//!   different request (`key-reused`, 422), answer a running duplicate (`request-in-flight`,
+//!   409, or wait for it), or claim and execute.
+//! - The claiming request runs the inner service in a task of its own, with
+//!   [`DerivedKeys`](idemkey_core::DerivedKeys) and the [`Claim`](idemkey_core::Claim) in its
+//!   extensions, renewing the lease meanwhile; the response is then stored or the claim
+//!   released by the [`StatusPolicy`](idemkey_core::StatusPolicy). A handler answer marked
+//!   [`NotExecuted`] is not stored, and frees the key when the record is new.
+//! - Store failures before execution are `store-unavailable` (503): the request did not run.
+//!
+//! The building blocks of both modes are public for reuse: [`prepare`] (key, actor, body,
+//! fingerprint), [`split_response`], [`replay_response`] and [`problem_response`].
+//!
+//! | feature | what it enables |
+//! | --- | --- |
+//! | `sqlx` | [`atomic`]: atomic mode on idemkey-sqlx's stores, with the `Tx` extractor |
+
+#[cfg(feature = "sqlx")]
+pub mod atomic;
+mod config;
+mod execute;
+mod extensions;
+mod flow;
+mod fresh;
+mod future;
+mod heartbeat;
+mod layer;
+mod observe;
+mod operation;
+mod prepare;
+mod replay;
+mod service;
+
+pub use config::Config;
+pub use extensions::{Actor, NotExecuted};
+pub use future::ResponseFuture;
+pub use layer::IdempotencyLayer;
+pub use operation::{DefaultOperation, MakeOperation};
+pub use prepare::{Preparation, Prepared, Rejection, fingerprint, prepare};
+pub use replay::{
+    IDEMPOTENCY_KEY, IDEMPOTENT_BODY_OMITTED, IDEMPOTENT_REPLAYED, is_stored_header,
+    problem_response, replay_response, split_response, stored_headers,
+};
+pub use service::Idempotency;

@@ -1,0 +1,125 @@
+//! The inner service as an [`AtomicHandler`]: it runs with the transaction in its request.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use axum::body::Body;
+use bytes::Bytes;
+use http::{HeaderName, Request, Response, request::Parts};
+use http_body::Body as HttpBody;
+use idemkey_core::{BoxError, StoredResponse};
+use idemkey_sqlx::{AtomicHandler, AtomicResponse, Backend, HandlerResult};
+use sqlx::Transaction;
+use tower::{Service, ServiceExt};
+
+use super::TxSlot;
+use crate::{NotExecuted, split_response};
+
+/// A database error a handler reports so that the layer can tell a serialization failure
+/// (which re-runs the handler) from other failures. Answers 500 `internal`.
+#[derive(Clone, Debug)]
+pub struct DbError(pub Arc<sqlx::Error>);
+
+impl From<sqlx::Error> for DbError {
+    fn from(error: sqlx::Error) -> Self {
+        Self(Arc::new(error))
+    }
+}
+
+impl axum::response::IntoResponse for DbError {
+    fn into_response(self) -> axum::response::Response {
+        tracing::error!(error = %self.0, "database error in an atomic handler");
+        let problem = idemkey_core::Problem::custom("internal", "Internal error", 500)
+            .detail("database error");
+        let mut response = crate::problem_response(&problem);
+        response.extensions_mut().insert(self);
+        response
+    }
+}
+
+/// What the handler answered: the first caller's response and what to store.
+pub(crate) struct HttpOutput {
+    pub(crate) response: Response<Body>,
+    stored: StoredResponse,
+    not_executed: bool,
+    retryable: bool,
+}
+
+impl AtomicResponse for HttpOutput {
+    fn status(&self) -> u16 {
+        self.stored.status
+    }
+
+    fn to_stored(&self) -> StoredResponse {
+        self.stored.clone()
+    }
+
+    fn not_executed(&self) -> bool {
+        self.not_executed
+    }
+
+    fn retryable(&self) -> bool {
+        self.retryable
+    }
+}
+
+/// Why the inner service failed (it returned `Err`, or its body could not be read).
+#[derive(Debug, thiserror::Error)]
+#[error("handler failed: {0}")]
+pub(crate) struct HandlerError(#[source] BoxError);
+
+/// Calls the inner service with a copy of the buffered request and the transaction.
+pub(crate) struct ServiceHandler<S, DB> {
+    pub(crate) inner: S,
+    pub(crate) parts: Parts,
+    pub(crate) body: Bytes,
+    pub(crate) storage_limit: usize,
+    pub(crate) per_request: Vec<HeaderName>,
+    pub(crate) db: PhantomData<fn() -> DB>,
+}
+
+impl<S, DB, ResBody> AtomicHandler<DB> for ServiceHandler<S, DB>
+where
+    DB: Backend,
+    S: Service<Request<Body>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError> + Send,
+    ResBody: HttpBody<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    type Response = HttpOutput;
+    type Error = HandlerError;
+
+    async fn call(
+        &mut self,
+        tx: Transaction<'static, DB>,
+    ) -> HandlerResult<DB, HttpOutput, HandlerError> {
+        let slot = TxSlot::new(tx);
+        let mut request = Request::from_parts(self.parts.clone(), Body::from(self.body.clone()));
+        request.extensions_mut().insert(slot.clone());
+        let result = self.inner.clone().oneshot(request).await;
+        // The handler has answered, so its Tx is dropped and back in the slot.
+        let tx = slot.take();
+        let response = match result {
+            Ok(response) => response,
+            Err(error) => return (tx, Err(HandlerError(error.into()))),
+        };
+        let not_executed = response.extensions().get::<NotExecuted>().is_some();
+        let retryable = response
+            .extensions()
+            .get::<DbError>()
+            .is_some_and(|e| DB::is_retryable(&e.0));
+        match split_response(response, self.storage_limit, &self.per_request).await {
+            Ok((response, stored)) => {
+                let output = HttpOutput {
+                    response,
+                    stored,
+                    not_executed,
+                    retryable,
+                };
+                (tx, Ok(output))
+            }
+            Err(error) => (tx, Err(HandlerError(error))),
+        }
+    }
+}

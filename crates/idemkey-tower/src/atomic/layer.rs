@@ -1,0 +1,51 @@
+//! [`AtomicIdempotencyLayer`].
+
+use std::sync::Arc;
+
+use idemkey_sqlx::{Backend, SqlxStore};
+use tower::Layer;
+
+use super::AtomicIdempotency;
+use crate::Config;
+
+/// Applies [`AtomicIdempotency`] to a route: keyed requests run in atomic mode on `store`.
+pub struct AtomicIdempotencyLayer<DB: Backend> {
+    store: SqlxStore<DB>,
+    config: Arc<Config>,
+}
+
+impl<DB: Backend> Clone for AtomicIdempotencyLayer<DB> {
+    fn clone(&self) -> Self {
+        Self {
+            store: self.store.clone(),
+            config: self.config.clone(),
+        }
+    }
+}
+
+impl<DB: Backend> AtomicIdempotencyLayer<DB> {
+    /// The layer with the default [`Config`].
+    pub fn new(store: SqlxStore<DB>) -> Self {
+        Self::with_config(store, Config::default())
+    }
+
+    /// The layer with `config` (its lease settings do not apply: atomic mode holds no lease).
+    pub fn with_config(store: SqlxStore<DB>, config: Config) -> Self {
+        Self {
+            store,
+            config: Arc::new(config),
+        }
+    }
+}
+
+impl<S, DB: Backend> Layer<S> for AtomicIdempotencyLayer<DB> {
+    type Service = AtomicIdempotency<S, DB>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        AtomicIdempotency {
+            inner,
+            store: self.store.clone(),
+            config: self.config.clone(),
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! [`AtomicIdempotency`]: the service of [`super::AtomicIdempotencyLayer`].
+
+use std::marker::PhantomData;
+use std::mem;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::body::Body;
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use http::{Request, Response};
+use http_body::Body as HttpBody;
+use idemkey_core::{BoxError, Problem, ProblemKind};
+use idemkey_sqlx::{AtomicError, AtomicOptions, Backend, Outcome, SqlxStore};
+use tower::{Service, ServiceExt};
+use tracing::{Instrument, field};
+
+use super::TxSlot;
+use super::handler::{HttpOutput, ServiceHandler};
+use crate::flow::store_error;
+use crate::observe::outcome;
+use crate::{Config, Preparation, Prepared, prepare, problem_response, replay_response};
+
+/// Middleware that runs each keyed request in atomic mode: see [`super`].
+pub struct AtomicIdempotency<S, DB: Backend> {
+    pub(crate) inner: S,
+    pub(crate) store: SqlxStore<DB>,
+    pub(crate) config: Arc<Config>,
+}
+
+impl<S: Clone, DB: Backend> Clone for AtomicIdempotency<S, DB> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            store: self.store.clone(),
+            config: self.config.clone(),
+        }
+    }
+}
+
+impl<S, DB, ReqBody, ResBody> Service<Request<ReqBody>> for AtomicIdempotency<S, DB>
+where
+    DB: Backend,
+    S: Service<Request<Body>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError> + Send + 'static,
+    ReqBody: HttpBody<Data = Bytes> + Send + 'static,
+    ReqBody::Error: Into<BoxError>,
+    ResBody: HttpBody<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    type Response = Response<Body>;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<Response<Body>, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        // The readied service handles this request; the clone waits for the next poll_ready.
+        let clone = self.inner.clone();
+        let inner = mem::replace(&mut self.inner, clone);
+        let (store, config) = (self.store.clone(), self.config.clone());
+        Box::pin(async move {
+            match prepare(request, &config).await {
+                Preparation::Rejected(rejection) => {
+                    outcome(rejection.outcome);
+                    Ok(problem_response(&rejection.problem))
+                }
+                Preparation::PassThrough(request) if !config.honours(request.method()) => inner
+                    .oneshot(request.map(Body::new))
+                    .await
+                    .map(|r| r.map(Body::new)),
+                Preparation::PassThrough(request) => {
+                    Ok(unrecorded(inner, store, &config, request).await)
+                }
+                Preparation::Ready(prepared) => Ok(recorded(inner, store, config, *prepared).await),
+            }
+        })
+    }
+}
+
+fn handler<S, DB: Backend>(
+    inner: S,
+    prepared: Prepared,
+    config: &Config,
+) -> (ServiceHandler<S, DB>, idemkey_core::ClaimRequest) {
+    let handler = ServiceHandler {
+        inner,
+        parts: prepared.parts,
+        body: prepared.body,
+        storage_limit: config.storage_limit,
+        per_request: config.per_request_headers.clone(),
+        db: PhantomData,
+    };
+    (handler, prepared.claim)
+}
+
+fn options(config: &Config) -> AtomicOptions {
+    AtomicOptions {
+        policy: config.status_policy,
+        on_expired: config.expired_lease,
+        ..AtomicOptions::default()
+    }
+}
+
+/// Claims, runs and commits in a task of its own, so that a client going away or a timeout
+/// never abandons the transaction half-way: it commits or rolls back all the same.
+async fn recorded<S, DB, ResBody>(
+    inner: S,
+    store: SqlxStore<DB>,
+    config: Arc<Config>,
+    prepared: Prepared,
+) -> Response<Body>
+where
+    DB: Backend,
+    S: Service<Request<Body>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError> + Send,
+    ResBody: HttpBody<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    let span = tracing::info_span!("idempotency", mode = "atomic", operation = %prepared.claim.operation,
+        key = %prepared.claim.scope.key.short_hash(), outcome = field::Empty);
+    let task = tokio::spawn(
+        async move {
+            let (mut handler, claim) = handler(inner, prepared, &config);
+            let result = store.execute(&claim, &options(&config), &mut handler).await;
+            answer(result, &config)
+        }
+        .instrument(span),
+    );
+    task.await.unwrap_or_else(|join| {
+        // The handler panicked: its transaction was dropped with it, so rolled back.
+        tracing::error!(error = %join, "atomic handler panicked; rolled back");
+        outcome("handler_panicked");
+        problem_response(
+            &Problem::custom("internal", "Internal error", 500).detail("the handler failed"),
+        )
+    })
+}
+
+fn answer(
+    result: Result<Outcome<HttpOutput>, AtomicError<super::handler::HandlerError>>,
+    config: &Config,
+) -> Response<Body> {
+    let problem = match result {
+        Ok(Outcome::Executed(output)) => {
+            outcome("executed");
+            return output.response;
+        }
+        Ok(Outcome::NotStored(output)) => {
+            outcome("released");
+            return output.response;
+        }
+        Ok(Outcome::Replayed(stored)) => {
+            outcome("replayed");
+            return replay_response(&stored);
+        }
+        Ok(Outcome::Mismatch) => {
+            outcome("key_reused");
+            Problem::new(ProblemKind::KeyReused)
+                .status(config.mismatch_status.as_u16())
+                .detail("this key was already used for a different request")
+        }
+        Ok(Outcome::InFlight { retry_after }) => {
+            outcome("in_flight");
+            Problem::new(ProblemKind::RequestInFlight).retry_after(retry_after)
+        }
+        Err(AtomicError::Store(error)) => return store_error(&error),
+        Err(error) => {
+            tracing::error!(%error, "atomic handler failed; rolled back");
+            outcome("handler_error");
+            Problem::custom("internal", "Internal error", 500).detail("the handler failed")
+        }
+    };
+    problem_response(&problem)
+}
+
+/// A request without a key on a route where keys are optional: the same transaction and
+/// the same commit rule, without a record.
+async fn unrecorded<S, DB, ReqBody, ResBody>(
+    inner: S,
+    store: SqlxStore<DB>,
+    config: &Config,
+    request: Request<ReqBody>,
+) -> Response<Body>
+where
+    DB: Backend,
+    S: Service<Request<Body>, Response = Response<ResBody>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError> + Send,
+    ReqBody: HttpBody<Data = Bytes> + Send + 'static,
+    ReqBody::Error: Into<BoxError>,
+    ResBody: HttpBody<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    let tx = match store.begin_write().await {
+        Ok(tx) => tx,
+        Err(error) => return store_error(&error),
+    };
+    let policy = config.status_policy;
+    let task = tokio::spawn(async move {
+        let slot = TxSlot::new(tx);
+        let mut request = request.map(Body::new);
+        request.extensions_mut().insert(slot.clone());
+        let response = inner.oneshot(request).await.map_err(Into::into)?;
+        let tx = slot.take();
+        let keep = policy.stores(response.status().as_u16())
+            && response.extensions().get::<crate::NotExecuted>().is_none();
+        match tx {
+            Some(tx) if keep => tx.commit().await?,
+            Some(tx) => tx.rollback().await?,
+            None => {}
+        }
+        Ok::<_, BoxError>(response.map(Body::new))
+    });
+    match task.await {
+        Ok(Ok(response)) => response,
+        Ok(Err(error)) => {
+            tracing::error!(%error, "unrecorded request failed");
+            problem_response(
+                &Problem::new(ProblemKind::StoreUnavailable).detail("the request failed"),
+            )
+        }
+        Err(_) => problem_response(
+            &Problem::custom("internal", "Internal error", 500).detail("the handler failed"),
+        ),
+    }
+}

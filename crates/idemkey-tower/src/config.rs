@@ -1,0 +1,232 @@
+//! The layer's settings, with the contract's defaults.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{HeaderName, Method, StatusCode};
+use idemkey_core::{DEFAULT_LEASE, DEFAULT_RETENTION, ExpiredLease, StatusPolicy};
+
+use crate::{DefaultOperation, MakeOperation};
+
+/// One MiB, the default request body and response storage limit.
+const MIB: usize = 1024 * 1024;
+
+/// Settings of one [`IdempotencyLayer`](crate::IdempotencyLayer). Every field has the
+/// contract's default; change them with the `#[must_use]` builder methods of the same name.
+///
+/// ```
+/// use std::time::Duration;
+/// use http::StatusCode;
+/// use idemkey_tower::{Config, DefaultOperation};
+///
+/// let config = Config::default()
+///     .operation(DefaultOperation::new("v2").compatible_with("v1"))
+///     .mismatch_status(StatusCode::CONFLICT)
+///     .wait_in_flight(Duration::from_secs(5))
+///     .secret(b"from the environment".as_slice());
+/// assert_eq!(config.retention, Duration::from_secs(24 * 3600));
+/// ```
+#[derive(Clone)]
+pub struct Config {
+    /// Methods whose `Idempotency-Key` is honoured; the header is ignored on the others.
+    /// Defaults to POST and PATCH.
+    pub methods: Vec<Method>,
+    /// Whether a request without a key is rejected (400 `key-missing`) rather than run
+    /// unrecorded. Defaults to `true`.
+    pub require_key: bool,
+    /// Names the operation of a request. Defaults to [`DefaultOperation`]: `METHOD route`, `v1`.
+    pub operation: Arc<dyn MakeOperation>,
+    /// Which handler responses are stored. Defaults to [`StatusPolicy::Default`].
+    pub status_policy: StatusPolicy,
+    /// What a duplicate does with an expired lease. Defaults to [`ExpiredLease::TakeOver`].
+    pub expired_lease: ExpiredLease,
+    /// The lease of a claim, renewed every third of it while the handler runs. Defaults to 30s.
+    pub lease: Duration,
+    /// How long a completed record is kept. Defaults to 24h.
+    pub retention: Duration,
+    /// The largest request body accepted (413 `payload-too-large` beyond). Defaults to 1 MiB.
+    pub request_body_limit: usize,
+    /// The largest response body stored; larger ones are stored without their body.
+    /// Defaults to 1 MiB.
+    pub storage_limit: usize,
+    /// Request headers that are part of the fingerprint. Defaults to none.
+    pub fingerprint_headers: Vec<HeaderName>,
+    /// Response headers that belong to one request and are never replayed. Defaults to
+    /// `x-request-id`, `traceparent` and `tracestate`.
+    pub per_request_headers: Vec<HeaderName>,
+    /// How long a duplicate waits for an in-flight original before answering 409.
+    /// Defaults to `None`: answer 409 `request-in-flight` at once.
+    pub wait_in_flight: Option<Duration>,
+    /// The status of `key-reused`. Defaults to 422.
+    pub mismatch_status: StatusCode,
+    /// The server secret of derived keys. Defaults to empty: derived keys are then stable
+    /// across processes but predictable by whoever learns a record id, so set one.
+    pub secret: Arc<[u8]>,
+    /// The request header whose value is kept in the record. Defaults to `x-request-id`.
+    pub request_id_header: HeaderName,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            methods: vec![Method::POST, Method::PATCH],
+            require_key: true,
+            operation: Arc::new(DefaultOperation::default()),
+            status_policy: StatusPolicy::default(),
+            expired_lease: ExpiredLease::default(),
+            lease: DEFAULT_LEASE,
+            retention: DEFAULT_RETENTION,
+            request_body_limit: MIB,
+            storage_limit: MIB,
+            fingerprint_headers: Vec::new(),
+            per_request_headers: vec![
+                HeaderName::from_static("x-request-id"),
+                HeaderName::from_static("traceparent"),
+                HeaderName::from_static("tracestate"),
+            ],
+            wait_in_flight: None,
+            mismatch_status: StatusCode::UNPROCESSABLE_ENTITY,
+            secret: Arc::from(&[][..]),
+            request_id_header: HeaderName::from_static("x-request-id"),
+        }
+    }
+}
+
+impl Config {
+    /// Sets [`Config::methods`].
+    #[must_use]
+    pub fn methods(mut self, methods: impl IntoIterator<Item = Method>) -> Self {
+        self.methods = methods.into_iter().collect();
+        self
+    }
+
+    /// Sets [`Config::require_key`].
+    #[must_use]
+    pub fn require_key(mut self, required: bool) -> Self {
+        self.require_key = required;
+        self
+    }
+
+    /// Sets [`Config::operation`].
+    #[must_use]
+    pub fn operation(mut self, operation: impl MakeOperation) -> Self {
+        self.operation = Arc::new(operation);
+        self
+    }
+
+    /// Sets [`Config::status_policy`].
+    #[must_use]
+    pub fn status_policy(mut self, policy: StatusPolicy) -> Self {
+        self.status_policy = policy;
+        self
+    }
+
+    /// Sets [`Config::expired_lease`].
+    #[must_use]
+    pub fn expired_lease(mut self, policy: ExpiredLease) -> Self {
+        self.expired_lease = policy;
+        self
+    }
+
+    /// Sets [`Config::lease`].
+    #[must_use]
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// Sets [`Config::retention`].
+    #[must_use]
+    pub fn retention(mut self, retention: Duration) -> Self {
+        self.retention = retention;
+        self
+    }
+
+    /// Sets [`Config::request_body_limit`], in bytes.
+    #[must_use]
+    pub fn request_body_limit(mut self, bytes: usize) -> Self {
+        self.request_body_limit = bytes;
+        self
+    }
+
+    /// Sets [`Config::storage_limit`], in bytes.
+    #[must_use]
+    pub fn storage_limit(mut self, bytes: usize) -> Self {
+        self.storage_limit = bytes;
+        self
+    }
+
+    /// Adds a request header to [`Config::fingerprint_headers`].
+    #[must_use]
+    pub fn fingerprint_header(mut self, name: HeaderName) -> Self {
+        self.fingerprint_headers.push(name);
+        self
+    }
+
+    /// Sets [`Config::per_request_headers`].
+    #[must_use]
+    pub fn per_request_headers(mut self, names: impl IntoIterator<Item = HeaderName>) -> Self {
+        self.per_request_headers = names.into_iter().collect();
+        self
+    }
+
+    /// Sets [`Config::wait_in_flight`] to wait up to `bound`.
+    #[must_use]
+    pub fn wait_in_flight(mut self, bound: Duration) -> Self {
+        self.wait_in_flight = Some(bound);
+        self
+    }
+
+    /// Sets [`Config::mismatch_status`].
+    #[must_use]
+    pub fn mismatch_status(mut self, status: StatusCode) -> Self {
+        self.mismatch_status = status;
+        self
+    }
+
+    /// Sets [`Config::secret`].
+    #[must_use]
+    pub fn secret(mut self, secret: impl Into<Arc<[u8]>>) -> Self {
+        self.secret = secret.into();
+        self
+    }
+
+    /// Sets [`Config::request_id_header`].
+    #[must_use]
+    pub fn request_id_header(mut self, name: HeaderName) -> Self {
+        self.request_id_header = name;
+        self
+    }
+
+    /// Whether the key of a request with this method is honoured.
+    pub fn honours(&self, method: &Method) -> bool {
+        self.methods.contains(method)
+    }
+
+    /// How often the lease is renewed while the handler runs; `None` for a zero lease.
+    pub fn heartbeat_every(&self) -> Option<Duration> {
+        Some(self.lease / 3).filter(|every| !every.is_zero())
+    }
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The secret is left out on purpose: Debug output ends up in logs.
+        f.debug_struct("Config")
+            .field("methods", &self.methods)
+            .field("require_key", &self.require_key)
+            .field("status_policy", &self.status_policy)
+            .field("expired_lease", &self.expired_lease)
+            .field("lease", &self.lease)
+            .field("retention", &self.retention)
+            .field("request_body_limit", &self.request_body_limit)
+            .field("storage_limit", &self.storage_limit)
+            .field("fingerprint_headers", &self.fingerprint_headers)
+            .field("per_request_headers", &self.per_request_headers)
+            .field("wait_in_flight", &self.wait_in_flight)
+            .field("mismatch_status", &self.mismatch_status)
+            .field("request_id_header", &self.request_id_header)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,164 @@
+//! Running the handler under a claim, then storing or releasing (contract §6, §8a, §10).
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use bytes::Bytes;
+use futures_util::FutureExt;
+use http::{Request, Response};
+use http_body::Body as HttpBody;
+use idemkey_core::{BoxError, Claim, DerivedKeys, Error, Problem, Store, StoredResponse};
+use tower::Service;
+
+use crate::heartbeat::Heartbeat;
+use crate::observe::{outcome, timed};
+use crate::{Config, NotExecuted, problem_response, split_response};
+
+/// How many times completing a record is tried before giving up (§10).
+const COMPLETE_ATTEMPTS: u32 = 4;
+const COMPLETE_BACKOFF: Duration = Duration::from_millis(50);
+
+/// What becomes of the claim once the handler is done.
+enum Settle {
+    Store(StoredResponse),
+    Release,
+    /// The handler did nothing: drop the record so the key can carry a corrected request.
+    /// Only a fresh record is dropped; one claimed again is released, as an earlier
+    /// execution may have used its derived keys.
+    Forget,
+}
+
+/// Runs `inner` on `request` under `claim`, then stores or releases by the status policy.
+/// `fresh` tells whether the claim created its record (see [`Settle::Forget`]).
+///
+/// Must run in a task of its own: once the handler has begun, it finishes even if the client
+/// goes away (§6).
+pub(crate) async fn execute<S, St, ResBody>(
+    mut inner: S,
+    mut request: Request<Body>,
+    claim: Claim,
+    fresh: bool,
+    store: St,
+    config: Arc<Config>,
+) -> Result<Response<Body>, S::Error>
+where
+    S: Service<Request<Body>, Response = Response<ResBody>>,
+    St: Store,
+    ResBody: HttpBody<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    let extensions = request.extensions_mut();
+    extensions.insert(DerivedKeys::new(config.secret.clone(), claim.record_id));
+    extensions.insert(claim.clone());
+    let heartbeat = Heartbeat::start(store.clone(), claim, config.heartbeat_every());
+    let settings = config.clone();
+    // Reading the response body is inside too: a panicking body stream must release as well.
+    let ran = AssertUnwindSafe(async move {
+        let response = inner.call(request).await?;
+        Ok(settle_response(response, &settings).await)
+    })
+    .catch_unwind()
+    .await;
+    let (result, settle) = match ran {
+        Ok(Ok((response, settle))) => (Ok(response), settle),
+        Ok(Err(err)) => (Err(err), Settle::Release),
+        Err(_) => {
+            tracing::error!("the handler panicked; releasing the claim");
+            (Ok(problem_response(&handler_failed())), Settle::Release)
+        }
+    };
+    let claim = heartbeat.stop().await;
+    match settle {
+        Settle::Store(stored) => complete(&store, &claim, &stored).await,
+        Settle::Release => release(&store, &claim, false).await,
+        Settle::Forget if fresh => release(&store, &claim, true).await,
+        Settle::Forget => {
+            tracing::info!(
+                "nothing done, but an earlier attempt may have been: keeping the record"
+            );
+            release(&store, &claim, false).await;
+        }
+    }
+    result
+}
+
+/// The problem answered when the handler panicked or its body could not be read.
+fn handler_failed() -> Problem {
+    Problem::custom("handler-failed", "The request handler failed", 500)
+        .detail("the request was not completed; it is safe to retry with the same key")
+}
+
+async fn settle_response<B>(response: Response<B>, config: &Config) -> (Response<Body>, Settle)
+where
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    if response.extensions().get::<NotExecuted>().is_some() {
+        return (response.map(Body::new), Settle::Forget);
+    }
+    if !config.status_policy.stores(response.status().as_u16()) {
+        return (response.map(Body::new), Settle::Release);
+    }
+    match split_response(response, config.storage_limit, &config.per_request_headers).await {
+        Ok((first, stored)) => (first, Settle::Store(stored)),
+        Err(err) => {
+            tracing::error!(error = %err, "could not read the handler's response body");
+            (problem_response(&handler_failed()), Settle::Release)
+        }
+    }
+}
+
+/// Completes the record, retrying within the lease; on failure the record stays in flight
+/// until its lease expires, and the handler's response is still returned (§10).
+async fn complete<St: Store>(store: &St, claim: &Claim, stored: &StoredResponse) {
+    let trusted_until = claim.trusted_until(claim.lease / 10);
+    let mut backoff = COMPLETE_BACKOFF;
+    for attempt in 1..=COMPLETE_ATTEMPTS {
+        match timed("complete", store.complete(claim, stored)).await {
+            Ok(()) => return outcome("executed"),
+            Err(Error::Fenced) => {
+                tracing::error!("lease lost before completion: the response was not stored");
+                return outcome("lease_lost");
+            }
+            Err(err) if attempt < COMPLETE_ATTEMPTS && Instant::now() + backoff < trusted_until => {
+                tracing::warn!(error = %err, attempt, "could not store the response; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff *= 2;
+            }
+            Err(err) => {
+                tracing::error!(
+                    error = %err,
+                    "could not store the response; the record stays in flight until its lease expires"
+                );
+                return outcome("complete_failed");
+            }
+        }
+    }
+}
+
+/// Releases the claim; with `forget`, also deletes the record, which is only safe because
+/// the handler reported that it did nothing under the record's derived keys.
+async fn release<St: Store>(store: &St, claim: &Claim, forget: bool) {
+    match timed("release", store.release(claim)).await {
+        Ok(()) if forget => {
+            if let Err(err) = timed("forget", store.forget(&claim.scope)).await {
+                tracing::warn!(error = %err, "could not delete the released record");
+            }
+            outcome("not_executed");
+        }
+        Ok(()) => outcome("released"),
+        Err(Error::Fenced) => {
+            tracing::error!("lease lost before release: another executor holds the record");
+            outcome("lease_lost");
+        }
+        Err(err) => {
+            tracing::error!(
+                error = %err,
+                "could not release the claim; the record stays in flight until its lease expires"
+            );
+            outcome("release_failed");
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! The back half of lease mode: ask the store, then replay, reject, wait or execute (§5).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body::Body as HttpBody;
+use idemkey_core::{
+    Begin, BoxError, ClaimRequest, Decision, Error, Problem, ProblemKind, Store, begin, decide,
+};
+use tower::Service;
+
+use crate::execute::execute;
+use crate::fresh::ReclaimProbe;
+use crate::observe::{outcome, timed};
+use crate::{Config, Prepared, problem_response, replay_response};
+
+/// `Retry-After` of `store-unavailable`.
+const STORE_RETRY_AFTER: Duration = Duration::from_secs(1);
+const FIRST_POLL: Duration = Duration::from_millis(10);
+const MAX_POLL: Duration = Duration::from_millis(250);
+
+/// Decides what a prepared request gets, and executes it if it holds the claim.
+pub(crate) async fn run<S, St, ResBody>(
+    inner: S,
+    prepared: Prepared,
+    store: St,
+    config: Arc<Config>,
+) -> Result<Response<Body>, S::Error>
+where
+    S: Service<Request<Body>, Response = Response<ResBody>>,
+    St: Store,
+    ResBody: HttpBody<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    let probe = ReclaimProbe::new(store.clone());
+    let begun = match begin_or_wait(&probe, &prepared.claim, &config).await {
+        Ok(begun) => begun,
+        Err(err) => return Ok(store_error(&err)),
+    };
+    let problem = match begun {
+        Begin::Execute(claim) => {
+            if claim.taken_over {
+                tracing::warn!("took over an expired lease: executing again");
+            }
+            let request = prepared.into_request();
+            return execute(inner, request, claim, probe.fresh(), store, config).await;
+        }
+        Begin::Replay(stored) => {
+            outcome("replayed");
+            return Ok(replay_response(&stored));
+        }
+        Begin::Mismatch => {
+            outcome("key_reused");
+            Problem::new(ProblemKind::KeyReused)
+                .status(config.mismatch_status.as_u16())
+                .detail("this key was already used for a different request")
+        }
+        Begin::InFlight { retry_after } => {
+            outcome("in_flight");
+            Problem::new(ProblemKind::RequestInFlight).retry_after(retry_after)
+        }
+    };
+    Ok(problem_response(&problem))
+}
+
+/// Runs the decision table; an in-flight answer waits for the original, if configured, by
+/// polling the record with a growing backoff until it is no longer in flight or time is up.
+async fn begin_or_wait<St: Store>(
+    store: &St,
+    request: &ClaimRequest,
+    config: &Config,
+) -> Result<Begin, Error> {
+    let mut begun = timed("begin", begin(store, request, config.expired_lease)).await?;
+    let Some(bound) = config.wait_in_flight else {
+        return Ok(begun);
+    };
+    let deadline = Instant::now() + bound;
+    let mut poll = FIRST_POLL;
+    while let Begin::InFlight { .. } = begun {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        tokio::time::sleep(poll.min(left)).await;
+        poll = (poll * 2).min(MAX_POLL);
+        let record = timed("lookup", store.lookup(&request.scope)).await?;
+        let decision = record.map(|record| decide(request, &record, config.expired_lease));
+        if let Some(Decision::InFlight { retry_after }) = decision {
+            begun = Begin::InFlight { retry_after };
+            continue;
+        }
+        begun = timed("begin", begin(store, request, config.expired_lease)).await?;
+    }
+    Ok(begun)
+}
+
+/// A store failure before execution: the request was not executed.
+pub(crate) fn store_error(err: &Error) -> Response<Body> {
+    if let Error::OutcomeUnknown(_) = err {
+        tracing::error!(error = %err, "the outcome of a store write is unknown");
+        outcome("outcome_unknown");
+        return problem_response(&Problem::new(ProblemKind::OutcomeUnknown));
+    }
+    tracing::warn!(error = %err, "idempotency store failed; the request was not executed");
+    outcome("store_error");
+    let problem = Problem::new(ProblemKind::StoreUnavailable)
+        .detail("the request was not executed; retry with the same key")
+        .retry_after(STORE_RETRY_AFTER);
+    problem_response(&problem)
+}

@@ -1,0 +1,66 @@
+//! Renewing a claim's lease while its handler runs (contract §8a).
+
+use std::time::Duration;
+
+use idemkey_core::{Claim, Error, Store};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tracing::Instrument;
+
+use crate::observe::timed;
+
+/// A background task that extends the lease every interval until stopped.
+pub(crate) struct Heartbeat {
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<Claim>,
+    granted: Claim,
+}
+
+impl Heartbeat {
+    /// Starts renewing `claim` every `every`; with `None` it only holds the claim.
+    pub(crate) fn start<St: Store>(store: St, claim: Claim, every: Option<Duration>) -> Self {
+        let (stop, stopped) = oneshot::channel();
+        let granted = claim.clone();
+        let task = tokio::spawn(beat(store, claim, every, stopped).in_current_span());
+        Self {
+            stop,
+            task,
+            granted,
+        }
+    }
+
+    /// Stops renewing and returns the claim as last extended.
+    pub(crate) async fn stop(self) -> Claim {
+        // The task may have ended already (lease lost); then nobody listens, which is fine.
+        let _ = self.stop.send(());
+        self.task.await.unwrap_or(self.granted)
+    }
+}
+
+async fn beat<St: Store>(
+    store: St,
+    mut claim: Claim,
+    every: Option<Duration>,
+    mut stopped: oneshot::Receiver<()>,
+) -> Claim {
+    let Some(every) = every else {
+        return claim;
+    };
+    loop {
+        tokio::select! {
+            _ = &mut stopped => return claim,
+            () = tokio::time::sleep(every) => {}
+        }
+        match timed("extend", store.extend(&mut claim)).await {
+            Ok(()) => {}
+            Err(Error::Fenced) => {
+                tracing::error!(
+                    "lease lost: another executor took over this record; \
+                     this execution's response will not be stored"
+                );
+                return claim;
+            }
+            Err(err) => tracing::warn!(error = %err, "could not extend the lease; will retry"),
+        }
+    }
+}

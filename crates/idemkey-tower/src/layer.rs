@@ -1,0 +1,49 @@
+//! [`IdempotencyLayer`]: applies [`Idempotency`] to a service.
+
+use std::sync::Arc;
+
+use tower::Layer;
+
+use crate::{Config, Idempotency};
+
+/// Layer that applies the [`Idempotency`] middleware, in lease mode, with one store and
+/// [`Config`].
+///
+/// Place it inside the authentication layer (which provides the [`Actor`](crate::Actor)) and
+/// inside any compression layer (so stored bodies are uncompressed).
+#[derive(Clone, Debug)]
+pub struct IdempotencyLayer<St> {
+    store: St,
+    config: Arc<Config>,
+}
+
+impl<St> IdempotencyLayer<St> {
+    /// A layer over `store` with the default [`Config`].
+    pub fn new(store: St) -> Self {
+        Self::with_config(store, Config::default())
+    }
+
+    /// A layer over `store` with `config`.
+    pub fn with_config(store: St, config: Config) -> Self {
+        if config.secret.is_empty() {
+            tracing::warn!("idempotency layer without a secret: derived keys are predictable");
+        }
+        Self {
+            store,
+            config: Arc::new(config),
+        }
+    }
+
+    /// The layer's settings.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+}
+
+impl<S, St: Clone> Layer<S> for IdempotencyLayer<St> {
+    type Service = Idempotency<S, St>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Idempotency::from_shared(inner, self.store.clone(), self.config.clone())
+    }
+}

@@ -1,0 +1,98 @@
+//! Naming the operation a request performs (contract §1, §3).
+
+use axum::extract::MatchedPath;
+use http::request::Parts;
+use idemkey_core::Operation;
+
+/// Names the [`Operation`] of a request: part of the scope, and its version is compared
+/// like the fingerprint.
+///
+/// Implemented by [`DefaultOperation`] and by every `Fn(&Parts) -> Operation` closure:
+///
+/// ```
+/// use idemkey_core::Operation;
+/// use idemkey_tower::Config;
+///
+/// let config = Config::default()
+///     .operation(|_: &http::request::Parts| Operation::new("create-note", "v1"));
+/// ```
+pub trait MakeOperation: Send + Sync + 'static {
+    /// The operation of the request with these parts.
+    fn make_operation(&self, parts: &Parts) -> Operation;
+}
+
+impl<F> MakeOperation for F
+where
+    F: Fn(&Parts) -> Operation + Send + Sync + 'static,
+{
+    fn make_operation(&self, parts: &Parts) -> Operation {
+        self(parts)
+    }
+}
+
+/// The default operation: `METHOD route`, where the route is axum's [`MatchedPath`] template
+/// when present (`POST /v1/notes/{id}/comments`), else the request's path.
+///
+/// Its version defaults to `v1`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DefaultOperation {
+    version: String,
+    compatible: Vec<String>,
+}
+
+impl DefaultOperation {
+    /// Operations named `METHOD route`, at `version`.
+    pub fn new(version: impl Into<String>) -> Self {
+        Self {
+            version: version.into(),
+            compatible: Vec::new(),
+        }
+    }
+
+    /// Declares records written by `version` compatible: a retry across the two versions is
+    /// compared by fingerprint only.
+    #[must_use]
+    pub fn compatible_with(mut self, version: impl Into<String>) -> Self {
+        self.compatible.push(version.into());
+        self
+    }
+}
+
+impl Default for DefaultOperation {
+    fn default() -> Self {
+        Self::new("v1")
+    }
+}
+
+impl MakeOperation for DefaultOperation {
+    fn make_operation(&self, parts: &Parts) -> Operation {
+        let route = parts
+            .extensions
+            .get::<MatchedPath>()
+            .map_or_else(|| parts.uri.path(), MatchedPath::as_str);
+        let name = format!("{} {route}", parts.method);
+        self.compatible
+            .iter()
+            .fold(Operation::new(name, self.version.clone()), |op, v| {
+                op.compatible_with(v.clone())
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_name_is_method_and_path() {
+        let (parts, ()) = http::Request::post("/v1/notes?x=1")
+            .body(())
+            .unwrap()
+            .into_parts();
+        let op = DefaultOperation::new("v2")
+            .compatible_with("v1")
+            .make_operation(&parts);
+        assert_eq!(op.to_string(), "POST /v1/notes:v2");
+        assert!(op.accepts_version("v1"));
+    }
+}

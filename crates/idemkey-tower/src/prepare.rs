@@ -1,0 +1,184 @@
+//! The front half shared by both modes: key, actor, limited body and fingerprint.
+
+use axum::body::Body;
+use bytes::Bytes;
+use http::header::CONTENT_TYPE;
+use http::{Request, request::Parts};
+use http_body::Body as HttpBody;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use idemkey_core::{BoxError, ClaimRequest, Fingerprint, Key, Problem, ProblemKind};
+
+use crate::{Actor, Config, IDEMPOTENCY_KEY};
+
+/// What [`prepare`] made of a request.
+#[derive(Debug)]
+pub enum Preparation<B> {
+    /// The key is not honoured on this method, or is optional and absent: run the request
+    /// as it is, unrecorded.
+    PassThrough(Request<B>),
+    /// Rejected before execution; nothing was stored.
+    Rejected(Rejection),
+    /// Ready to be claimed.
+    Ready(Box<Prepared>),
+}
+
+/// A rejection decided before execution.
+#[derive(Clone, Debug)]
+pub struct Rejection {
+    /// The outcome, as counted in metrics and traces (`key_invalid`).
+    pub outcome: &'static str,
+    /// The problem to answer with.
+    pub problem: Problem,
+}
+
+/// A request with a valid key and actor, its body buffered, and what to ask the store.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The request's head.
+    pub parts: Parts,
+    /// The request's body, read whole within the limit.
+    pub body: Bytes,
+    /// Scope, operation, fingerprint, lease, retention and request id.
+    pub claim: ClaimRequest,
+}
+
+impl Prepared {
+    /// The request rebuilt with its buffered body, for the handler.
+    pub fn into_request(self) -> Request<Body> {
+        Request::from_parts(self.parts, Body::from(self.body))
+    }
+}
+
+/// Parses the key, finds the actor, reads the body within the limit and fingerprints the
+/// request (contract §2, §4).
+pub async fn prepare<B>(request: Request<B>, config: &Config) -> Preparation<B>
+where
+    B: HttpBody<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    if !config.honours(request.method()) {
+        return Preparation::PassThrough(request);
+    }
+    let key = match parse_key(request.headers()) {
+        Ok(Some(key)) => key,
+        Ok(None) if !config.require_key => return Preparation::PassThrough(request),
+        Ok(None) => return reject("key_missing", Problem::new(ProblemKind::KeyMissing)),
+        Err(problem) => return reject("key_invalid", problem),
+    };
+    let Some(actor) = request.extensions().get::<Actor>().cloned() else {
+        return reject("unauthenticated", unauthenticated());
+    };
+    let (parts, body) = request.into_parts();
+    let body = match read_body(body, config.request_body_limit).await {
+        Ok(body) => body,
+        Err(rejection) => return Preparation::Rejected(rejection),
+    };
+    let operation = config.operation.make_operation(&parts);
+    let fingerprint = fingerprint(&parts, &body, config);
+    let mut claim = ClaimRequest::new(actor.0, operation, key, fingerprint)
+        .lease(config.lease)
+        .retention(config.retention);
+    claim.request_id = parts
+        .headers
+        .get(&config.request_id_header)
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned);
+    Preparation::Ready(Box::new(Prepared { parts, body, claim }))
+}
+
+fn reject<B>(outcome: &'static str, problem: Problem) -> Preparation<B> {
+    Preparation::Rejected(Rejection { outcome, problem })
+}
+
+fn parse_key(headers: &http::HeaderMap) -> Result<Option<Key>, Problem> {
+    let values = headers.get_all(IDEMPOTENCY_KEY).into_iter();
+    Key::from_header_values(values.map(|value| value.as_bytes()))
+        .map_err(|err| Problem::new(ProblemKind::KeyInvalid).detail(err.to_string()))
+}
+
+fn unauthenticated() -> Problem {
+    Problem::custom("unauthenticated", "Authentication is required", 401)
+        .detail("a request with an Idempotency-Key must come from an authenticated actor")
+}
+
+async fn read_body<B>(body: B, limit: usize) -> Result<Bytes, Rejection>
+where
+    B: HttpBody<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    match Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(err) if err.is::<LengthLimitError>() => Err(Rejection {
+            outcome: "payload_too_large",
+            problem: Problem::new(ProblemKind::PayloadTooLarge)
+                .detail(format!("the request body is over {limit} bytes")),
+        }),
+        Err(_) => Err(Rejection {
+            outcome: "body_unreadable",
+            problem: Problem::custom("body-unreadable", "Request body could not be read", 400),
+        }),
+    }
+}
+
+/// The request's fingerprint: method, raw path, query, media type, body, declared headers.
+pub fn fingerprint(parts: &Parts, body: &[u8], config: &Config) -> Fingerprint {
+    let mut builder =
+        Fingerprint::builder(parts.method.as_str(), parts.uri.path()).query(parts.uri.query());
+    if let Some(value) = parts.headers.get(CONTENT_TYPE) {
+        builder = match value.to_str() {
+            Ok(text) => builder.content_type(text),
+            // Not text, so no media type: keep the raw bytes so requests still differ.
+            Err(_) => builder.header("content-type", value.as_bytes()),
+        };
+    }
+    for name in &config.fingerprint_headers {
+        for value in parts.headers.get_all(name) {
+            builder = builder.header(name.as_str(), value.as_bytes());
+        }
+    }
+    builder.body(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(key: &str) -> Request<Body> {
+        let mut request = Request::post("/v1/notes")
+            .header("idempotency-key", key)
+            .body(Body::from("{}"))
+            .unwrap();
+        request.extensions_mut().insert(Actor::new("a"));
+        request
+    }
+
+    #[tokio::test]
+    async fn quoted_and_bare_keys_prepare_the_same_claim() {
+        let config = Config::default();
+        let (Preparation::Ready(a), Preparation::Ready(b)) = (
+            prepare(request("\"k\""), &config).await,
+            prepare(request("k"), &config).await,
+        ) else {
+            panic!("both should be ready")
+        };
+        assert_eq!(a.claim.scope, b.claim.scope);
+        assert_eq!(a.claim.fingerprint, b.claim.fingerprint);
+        assert_eq!(a.claim.operation.to_string(), "POST /v1/notes:v1");
+    }
+
+    #[tokio::test]
+    async fn declared_headers_count() {
+        let config = Config::default().fingerprint_header(http::header::ACCEPT_LANGUAGE);
+        let mut other = request("k");
+        other
+            .headers_mut()
+            .insert("accept-language", "fr".parse().unwrap());
+        let (Preparation::Ready(a), Preparation::Ready(b)) = (
+            prepare(request("k"), &config).await,
+            prepare(other, &config).await,
+        ) else {
+            panic!("both should be ready")
+        };
+        assert_ne!(a.claim.fingerprint, b.claim.fingerprint);
+    }
+}

@@ -1,0 +1,127 @@
+//! [`Idempotency`]: the lease-mode middleware service.
+
+use std::mem;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::body::Body;
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body::Body as HttpBody;
+use idemkey_core::{BoxError, Problem, Store};
+use tower::Service;
+use tracing::{Instrument, Span, field};
+
+use crate::observe::outcome;
+use crate::{Config, Preparation, ResponseFuture, flow, prepare, problem_response};
+
+/// Middleware that makes requests carrying an `Idempotency-Key` idempotent, in lease mode.
+///
+/// A request with a valid key is fingerprinted and claimed in the store; a retry of a
+/// completed request gets the stored response, a different request under the same key gets
+/// `key-reused`, and a duplicate of a running one gets `request-in-flight`. The claiming
+/// request runs the inner service in a task of its own, so it finishes (and its response is
+/// stored or the claim released) even if the caller stops waiting. Store failures become
+/// problem responses, never errors: the service's error is the inner service's.
+#[derive(Clone, Debug)]
+pub struct Idempotency<S, St> {
+    inner: S,
+    store: St,
+    config: Arc<Config>,
+}
+
+impl<S, St> Idempotency<S, St> {
+    /// Wraps `inner`, keeping records in `store`.
+    pub fn new(inner: S, store: St, config: Config) -> Self {
+        Self::from_shared(inner, store, Arc::new(config))
+    }
+
+    pub(crate) fn from_shared(inner: S, store: St, config: Arc<Config>) -> Self {
+        Self {
+            inner,
+            store,
+            config,
+        }
+    }
+}
+
+impl<S, St, ReqBody, ResBody> Service<Request<ReqBody>> for Idempotency<S, St>
+where
+    S: Service<Request<Body>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    St: Store,
+    ReqBody: HttpBody<Data = Bytes> + Send + 'static,
+    ReqBody::Error: Into<BoxError>,
+    ResBody: HttpBody<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    type Response = Response<Body>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        // The readied service handles this request; the clone waits for the next poll_ready.
+        let clone = self.inner.clone();
+        let inner = mem::replace(&mut self.inner, clone);
+        let span = if self.config.honours(request.method()) {
+            tracing::info_span!(
+                "idempotency",
+                operation = field::Empty,
+                key = field::Empty,
+                outcome = field::Empty,
+            )
+        } else {
+            Span::none()
+        };
+        let handled = handle(inner, self.store.clone(), self.config.clone(), request);
+        ResponseFuture::new(handled.instrument(span))
+    }
+}
+
+async fn handle<S, St, ReqBody, ResBody>(
+    mut inner: S,
+    store: St,
+    config: Arc<Config>,
+    request: Request<ReqBody>,
+) -> Result<Response<Body>, S::Error>
+where
+    S: Service<Request<Body>, Response = Response<ResBody>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    St: Store,
+    ReqBody: HttpBody<Data = Bytes> + Send + 'static,
+    ReqBody::Error: Into<BoxError>,
+    ResBody: HttpBody<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    let prepared = match prepare(request, &config).await {
+        Preparation::Ready(prepared) => *prepared,
+        Preparation::PassThrough(request) => {
+            let response = inner.call(request.map(Body::new)).await?;
+            return Ok(response.map(Body::new));
+        }
+        Preparation::Rejected(rejection) => {
+            outcome(rejection.outcome);
+            return Ok(problem_response(&rejection.problem));
+        }
+    };
+    let span = Span::current();
+    span.record("operation", field::display(&prepared.claim.operation));
+    span.record("key", prepared.claim.scope.key.short_hash());
+    // From the claim on, the work belongs to a task of its own: a dropped response future
+    // (client gone, timeout layer) must not abandon a claim or a handler half-way (§6).
+    let task = tokio::spawn(flow::run(inner, prepared, store, config).in_current_span());
+    match task.await {
+        Ok(result) => result,
+        Err(err) => {
+            tracing::error!(error = %err, "the idempotency task failed");
+            let problem = Problem::custom("handler-failed", "The request handler failed", 500);
+            Ok(problem_response(&problem))
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! A small axum app in atomic mode on a SQLite file, with handlers the tests steer.
+#![allow(dead_code, unreachable_pub)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Extension, Router, middleware};
+use idemkey_sqlx::SqliteStore;
+use idemkey_sqlx::failpoints::{Hook, Point};
+use idemkey_tower::atomic::{AtomicIdempotencyLayer, DbError, Tx};
+use idemkey_tower::{Actor, Config, NotExecuted};
+use sqlx::Sqlite;
+use tokio::sync::Notify;
+
+/// What the handler does, chosen by the `x-behaviour` header (not part of the fingerprint).
+#[derive(Clone, Copy, Debug)]
+pub enum Behaviour {
+    Create,
+    Fail500,
+    Panic,
+    Reject,
+    WaitAfterInsert,
+}
+
+#[derive(Clone)]
+pub struct TestServer {
+    pub addr: std::net::SocketAddr,
+    pub store: SqliteStore,
+    pub handler_entered: Arc<Notify>,
+    pub release_handler: Arc<Notify>,
+    client: reqwest::Client,
+    _dir: Arc<tempfile::TempDir>,
+}
+
+/// A hook that pauses the first request to reach `point` until `release`.
+pub fn pause_at(point: Point, reached: Arc<Notify>, release: Arc<Notify>) -> Hook {
+    let paused = Arc::new(AtomicBool::new(false));
+    Arc::new(move |p| {
+        let (reached, release, paused) = (reached.clone(), release.clone(), paused.clone());
+        Box::pin(async move {
+            if p == point && !paused.swap(true, Ordering::SeqCst) {
+                reached.notify_one();
+                release.notified().await;
+            }
+            Ok(())
+        })
+    })
+}
+
+async fn handler(
+    State(s): State<Arc<(Arc<Notify>, Arc<Notify>)>>,
+    mut tx: Tx<Sqlite>,
+    headers: HeaderMap,
+) -> Result<Response, DbError> {
+    let behaviour = headers
+        .get("x-behaviour")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("Create");
+    if behaviour == "Reject" {
+        return Ok((StatusCode::BAD_REQUEST, Extension(NotExecuted), "rejected").into_response());
+    }
+    sqlx::query("INSERT INTO note (id) VALUES (hex(randomblob(8)))")
+        .execute(&mut *tx)
+        .await?;
+    match behaviour {
+        "Fail500" => {
+            Ok((StatusCode::INTERNAL_SERVER_ERROR, "failed after writing").into_response())
+        }
+        "Panic" => panic!("handler panicked after writing"),
+        "WaitAfterInsert" => {
+            s.0.notify_one();
+            s.1.notified().await;
+            Ok((StatusCode::CREATED, "created").into_response())
+        }
+        _ => Ok((StatusCode::CREATED, [("location", "/notes/1")], "created").into_response()),
+    }
+}
+
+async fn authenticate(mut request: Request) -> Request {
+    request.extensions_mut().insert(Actor::new("tenant"));
+    request
+}
+
+impl TestServer {
+    pub async fn start(hook: Option<Hook>) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("atomic.db").display());
+        let mut store = SqliteStore::connect(&url).await.unwrap();
+        sqlx::query("CREATE TABLE note (id TEXT PRIMARY KEY)")
+            .execute(store.pool())
+            .await
+            .unwrap();
+        if let Some(hook) = hook {
+            store = store.with_failpoints(hook);
+        }
+        let (entered, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+        let layer = AtomicIdempotencyLayer::with_config(
+            store.clone(),
+            Config::default().require_key(false),
+        );
+        let app = Router::new()
+            .route("/notes", post(handler).layer(layer))
+            .layer(middleware::map_request(authenticate))
+            .with_state(Arc::new((entered.clone(), release.clone())));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Self {
+            addr,
+            store,
+            handler_entered: entered,
+            release_handler: release,
+            client: reqwest::Client::new(),
+            _dir: Arc::new(dir),
+        }
+    }
+
+    fn request(&self, behaviour: Behaviour) -> reqwest::RequestBuilder {
+        self.client
+            .post(format!("http://{}/notes", self.addr))
+            .header("content-type", "application/json")
+            .header("x-behaviour", format!("{behaviour:?}"))
+            .body(r#"{"title":"t"}"#)
+    }
+
+    pub async fn post(&self, key: &str, behaviour: Behaviour) -> reqwest::Response {
+        self.request(behaviour)
+            .header("idempotency-key", key)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    pub async fn post_without_key(&self, behaviour: Behaviour) -> reqwest::Response {
+        self.request(behaviour).send().await.unwrap()
+    }
+
+    /// (notes, idempotency records).
+    pub async fn counts(&self) -> (i64, i64) {
+        let count =
+            |sql: &'static str| sqlx::query_scalar::<_, i64>(sql).fetch_one(self.store.pool());
+        (
+            count("SELECT count(*) FROM note").await.unwrap(),
+            count("SELECT count(*) FROM idemkey_records").await.unwrap(),
+        )
+    }
+}

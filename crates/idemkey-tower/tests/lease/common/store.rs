@@ -1,0 +1,118 @@
+//! A `MemoryStore` that reports its calls and can be told to fail.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Notify;
+
+use super::Signal;
+use idemkey_core::{
+    Claim, ClaimRequest, Error, MemoryStore, Record, Result, Scope, Store, StoredResponse, TryClaim,
+};
+
+/// How claims fail when told to.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Fail {
+    Unavailable,
+    OutcomeUnknown,
+}
+
+#[derive(Default)]
+pub(crate) struct Hooks {
+    /// A permit per finished lookup.
+    pub(crate) lookups: Signal,
+    /// A permit per finished complete, successful or not.
+    pub(crate) completes: Signal,
+    /// A permit per finished release, successful or not.
+    pub(crate) releases: Signal,
+    /// Woken on every successful lease extension.
+    pub(crate) extended: Notify,
+    /// How many of the next completions fail as unavailable.
+    pub(crate) failing_completes: AtomicUsize,
+    fail: Mutex<Option<Fail>>,
+}
+
+#[derive(Clone)]
+pub(crate) struct TestStore {
+    pub(crate) inner: MemoryStore,
+    pub(crate) hooks: Arc<Hooks>,
+}
+
+impl TestStore {
+    pub(super) fn new(inner: MemoryStore) -> Self {
+        Self {
+            inner,
+            hooks: Arc::default(),
+        }
+    }
+
+    /// Makes every claim fail from now on.
+    pub(crate) fn fail_claims(&self, fail: Fail) {
+        *self.hooks.fail.lock().expect("not poisoned") = Some(fail);
+    }
+
+    fn failure(&self) -> Option<Error> {
+        let fail = *self.hooks.fail.lock().expect("not poisoned");
+        let cause = "injected by the test".into();
+        fail.map(|fail| match fail {
+            Fail::Unavailable => Error::Unavailable(cause),
+            Fail::OutcomeUnknown => Error::OutcomeUnknown(cause),
+        })
+    }
+}
+
+impl Store for TestStore {
+    async fn lookup(&self, scope: &Scope) -> Result<Option<Record>> {
+        let found = self.inner.lookup(scope).await;
+        self.hooks.lookups.raise(1);
+        found
+    }
+
+    async fn try_claim(&self, request: &ClaimRequest) -> Result<TryClaim> {
+        match self.failure() {
+            Some(err) => Err(err),
+            None => self.inner.try_claim(request).await,
+        }
+    }
+
+    async fn reclaim(&self, request: &ClaimRequest, seen: &Record) -> Result<Option<Claim>> {
+        self.inner.reclaim(request, seen).await
+    }
+
+    async fn complete(&self, claim: &Claim, response: &StoredResponse) -> Result<()> {
+        let fail = self
+            .hooks
+            .failing_completes
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        let done = if fail {
+            Err(Error::Unavailable("injected by the test".into()))
+        } else {
+            self.inner.complete(claim, response).await
+        };
+        self.hooks.completes.raise(1);
+        done
+    }
+
+    async fn release(&self, claim: &Claim) -> Result<()> {
+        let done = self.inner.release(claim).await;
+        self.hooks.releases.raise(1);
+        done
+    }
+
+    async fn extend(&self, claim: &mut Claim) -> Result<()> {
+        let done = self.inner.extend(claim).await;
+        if done.is_ok() {
+            self.hooks.extended.notify_waiters();
+        }
+        done
+    }
+
+    async fn forget(&self, scope: &Scope) -> Result<bool> {
+        self.inner.forget(scope).await
+    }
+
+    async fn sweep(&self, batch: u32) -> Result<u64> {
+        self.inner.sweep(batch).await
+    }
+}

@@ -1,0 +1,117 @@
+//! Responses that are not stored, and a store that fails (contract §6, §10).
+
+use std::sync::atomic::Ordering;
+
+use idemkey_tower::Config;
+
+use crate::common::{App, Fail, send};
+
+#[tokio::test]
+async fn a_5xx_releases_the_claim_and_the_retry_runs_with_the_same_derived_keys() {
+    let app = App::start(Config::default()).await;
+    let first = send(app.post("/flaky", Some("k"))).await;
+    assert_eq!(first.status, 500);
+    assert_eq!(first.body, "upstream failed");
+    let retry = send(app.post("/flaky", Some("k"))).await;
+    assert_eq!(retry.status, 201);
+    assert!(!retry.replayed());
+    let again = send(app.post("/flaky", Some("k"))).await;
+    assert!(again.replayed());
+    assert_eq!(app.ctx.runs(), 2);
+    let derived = app.ctx.derived.lock().unwrap().clone();
+    assert_eq!(derived.len(), 2);
+    assert_eq!(derived[0], derived[1]);
+    assert_eq!(derived[0].len(), 64);
+}
+
+#[tokio::test]
+async fn a_panicking_handler_gets_a_500_problem_and_the_claim_is_released() {
+    let app = App::start(Config::default()).await;
+    send(app.post("/panic", Some("k")))
+        .await
+        .assert_problem(500, "handler-failed");
+    let retry = send(app.post("/panic", Some("k"))).await;
+    assert_eq!(retry.status, 201);
+    assert!(!retry.replayed());
+    assert_eq!(app.ctx.runs(), 2);
+}
+
+#[tokio::test]
+async fn a_rejection_marked_not_executed_frees_the_key_for_a_corrected_request() {
+    let app = App::start(Config::default()).await;
+    let invalid = send(app.json("/validate", "k", r#"{"name":"x"}"#)).await;
+    assert_eq!(invalid.status, 400);
+    assert_eq!(invalid.body, "title is required");
+    let valid = send(app.json("/validate", "k", r#"{"title":"x"}"#)).await;
+    assert_eq!(valid.status, 201);
+    assert!(!valid.replayed());
+    assert!(
+        send(app.json("/validate", "k", r#"{"title":"x"}"#))
+            .await
+            .replayed()
+    );
+    assert_eq!(app.ctx.runs(), 2);
+}
+
+#[tokio::test]
+async fn not_executed_keeps_a_record_that_an_earlier_attempt_ran_under() {
+    let app = App::start(Config::default()).await;
+    let body = r#"{"title":"x"}"#;
+    assert_eq!(send(app.json("/shaky", "k", body)).await.status, 502);
+    assert_eq!(send(app.json("/shaky", "k", body)).await.status, 400);
+    // The first attempt may have had effects under the record's derived keys: keep it.
+    let other = send(app.json("/shaky", "k", r#"{"title":"y"}"#)).await;
+    other.assert_problem(422, "key-reused");
+    let retry = send(app.json("/shaky", "k", body)).await;
+    assert_eq!(retry.status, 201);
+    assert_eq!(app.ctx.runs(), 3);
+    let derived = app.ctx.derived.lock().unwrap().clone();
+    assert!(derived.iter().all(|key| *key == derived[0]));
+}
+
+#[tokio::test]
+async fn a_store_failure_before_execution_is_503_and_nothing_runs() {
+    let app = App::start(Config::default()).await;
+    app.store.fail_claims(Fail::Unavailable);
+    let reply = send(app.post("/notes", Some("k"))).await;
+    reply.assert_problem(503, "store-unavailable");
+    assert_eq!(reply.header("retry-after"), Some("1"));
+    assert_eq!(app.ctx.runs(), 0);
+}
+
+#[tokio::test]
+async fn a_lost_commit_reply_is_outcome_unknown() {
+    let app = App::start(Config::default()).await;
+    app.store.fail_claims(Fail::OutcomeUnknown);
+    let reply = send(app.post("/notes", Some("k"))).await;
+    reply.assert_problem(500, "outcome-unknown");
+    assert_eq!(app.ctx.runs(), 0);
+}
+
+#[tokio::test]
+async fn a_failed_completion_is_retried_within_the_lease() {
+    let app = App::start(Config::default()).await;
+    app.store.hooks.failing_completes.store(2, Ordering::SeqCst);
+    let first = send(app.post("/notes", Some("k"))).await;
+    assert_eq!(first.status, 201);
+    let retry = send(app.post("/notes", Some("k"))).await;
+    assert!(retry.replayed());
+    assert_eq!(retry.body, first.body);
+    assert_eq!(app.ctx.runs(), 1);
+}
+
+#[tokio::test]
+async fn when_completion_keeps_failing_the_response_is_still_returned() {
+    let app = App::start(Config::default()).await;
+    app.store
+        .hooks
+        .failing_completes
+        .store(usize::MAX, Ordering::SeqCst);
+    let first = send(app.post("/notes", Some("k"))).await;
+    assert_eq!(first.status, 201);
+    assert!(!first.replayed());
+    // The record stays in flight until its lease expires (contract §10).
+    let retry = send(app.post("/notes", Some("k"))).await;
+    retry.assert_problem(409, "request-in-flight");
+    assert_eq!(app.ctx.runs(), 1);
+}

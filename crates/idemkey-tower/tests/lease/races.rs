@@ -1,0 +1,184 @@
+//! Duplicates in flight, callers that go away, expired leases (contract §5, §6).
+//!
+//! The gated handler blocks until the test hands out a permit, so every interleaving here is
+//! forced by the test.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::StatusCode;
+use idemkey_core::{ExpiredLease, ManualClock, MemoryStore};
+use idemkey_tower::Config;
+use tokio::sync::Barrier;
+use tower_http::timeout::TimeoutLayer;
+
+use crate::common::{App, send, wait_for};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_duplicate_of_a_running_request_gets_409_and_a_different_one_422() {
+    let app = App::start(Config::default()).await;
+    let first = tokio::spawn(send(app.post("/gated", Some("k"))));
+    wait_for("the handler", &app.ctx.entered).await;
+
+    let duplicate = send(app.post("/gated", Some("k"))).await;
+    duplicate.assert_problem(409, "request-in-flight");
+    let retry_after: u64 = duplicate.header("retry-after").unwrap().parse().unwrap();
+    assert!(retry_after >= 1);
+    let different = send(app.json("/gated", "k", r#"{"other":true}"#)).await;
+    different.assert_problem(422, "key-reused");
+
+    app.ctx.release.raise(1);
+    let first = first.await.unwrap();
+    assert_eq!(first.status, 201);
+    assert!(!first.replayed());
+    assert_eq!(app.ctx.runs(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_duplicate_gets_the_replay_once_the_original_finishes() {
+    let app = App::start(Config::default().wait_in_flight(Duration::from_secs(60))).await;
+    let first = tokio::spawn(send(app.post("/gated", Some("k"))));
+    wait_for("the handler", &app.ctx.entered).await;
+    let duplicate = tokio::spawn(send(app.post("/gated", Some("k"))));
+    // The duplicate found the record in flight and is now polling it.
+    wait_for("the duplicate to poll", &app.store.hooks.lookups).await;
+
+    app.ctx.release.raise(1);
+    let (first, duplicate) = (first.await.unwrap(), duplicate.await.unwrap());
+    assert_eq!((first.status, duplicate.status), (201, 201));
+    assert!(!first.replayed());
+    assert!(duplicate.replayed());
+    assert_eq!(duplicate.body, first.body);
+    assert_eq!(app.ctx.runs(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_finishes_and_is_stored_when_the_client_goes_away() {
+    let app = App::start(Config::default()).await;
+    let client = tokio::spawn(send(app.post("/gated", Some("k"))));
+    wait_for("the handler", &app.ctx.entered).await;
+    client.abort();
+    wait_for("the server to drop the request", &app.ctx.dropped).await;
+
+    app.ctx.release.raise(1);
+    wait_for("the completion", &app.store.hooks.completes).await;
+    let retry = send(app.post("/gated", Some("k"))).await;
+    assert_eq!(retry.status, 201);
+    assert!(retry.replayed());
+    assert_eq!(retry.json()["n"], 1);
+    assert_eq!(app.ctx.runs(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_finishes_and_is_stored_when_a_timeout_layer_gives_up() {
+    let timeout =
+        TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, Duration::from_secs(1));
+    let app = App::start_with(Config::default(), MemoryStore::new(), |r| r.layer(timeout)).await;
+    let timed_out = send(app.post("/gated", Some("k"))).await;
+    assert_eq!(timed_out.status, 408);
+    wait_for("the handler", &app.ctx.entered).await;
+
+    app.ctx.release.raise(1);
+    wait_for("the completion", &app.store.hooks.completes).await;
+    let retry = send(app.post("/gated", Some("k"))).await;
+    assert_eq!(retry.status, 201);
+    assert!(retry.replayed());
+    assert_eq!(app.ctx.runs(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_lease_is_taken_over_and_the_old_executor_cannot_complete() {
+    let clock = ManualClock::at(1_000_000);
+    let memory = MemoryStore::with_clock(clock.clone());
+    let app = App::start_with(Config::default(), memory, |r| r).await;
+    let first = tokio::spawn(send(app.post("/gated", Some("k"))));
+    wait_for("the first handler", &app.ctx.entered).await;
+    clock.advance(Duration::from_secs(31));
+    let second = tokio::spawn(send(app.post("/gated", Some("k"))));
+    wait_for("the second handler", &app.ctx.entered).await;
+
+    app.ctx.release.raise(2);
+    let (first, second) = (first.await.unwrap(), second.await.unwrap());
+    assert_eq!((first.status, second.status), (201, 201));
+    assert!(!first.replayed() && !second.replayed());
+    let retry = send(app.post("/gated", Some("k"))).await;
+    assert!(retry.replayed());
+    assert_eq!(
+        retry.body, second.body,
+        "the new owner's response is the stored one"
+    );
+    assert_eq!(app.ctx.runs(), 2);
+    let derived = app.ctx.derived.lock().unwrap().clone();
+    assert_eq!(derived[0], derived[1], "the record id survives a takeover");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_lease_can_answer_previous_attempt_unknown() {
+    let clock = ManualClock::at(1_000_000);
+    let memory = MemoryStore::with_clock(clock.clone());
+    let config = Config::default().expired_lease(ExpiredLease::PreviousAttemptUnknown);
+    let app = App::start_with(config, memory, |r| r).await;
+    let first = tokio::spawn(send(app.post("/gated", Some("k"))));
+    wait_for("the first handler", &app.ctx.entered).await;
+    clock.advance(Duration::from_secs(31));
+
+    let second = send(app.post("/gated", Some("k"))).await;
+    second.assert_problem(500, "previous-attempt-unknown");
+    app.ctx.release.raise(1);
+    assert_eq!(first.await.unwrap().status, 201);
+    let third = send(app.post("/gated", Some("k"))).await;
+    third.assert_problem(500, "previous-attempt-unknown");
+    assert!(third.replayed());
+    assert_eq!(app.ctx.runs(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_storm_of_identical_requests_executes_once() {
+    const STORM: usize = 32;
+    let app = App::start(Config::default()).await;
+    let barrier = Arc::new(Barrier::new(STORM));
+    let tasks: Vec<_> = (0..STORM)
+        .map(|_| {
+            let request = app.json("/notes", "storm", r#"{"title":"x"}"#);
+            let barrier = barrier.clone();
+            tokio::spawn(async move {
+                barrier.wait().await;
+                send(request).await
+            })
+        })
+        .collect();
+    let mut executed = 0;
+    for task in tasks {
+        let reply = task.await.unwrap();
+        match (reply.status, reply.replayed()) {
+            (201, false) => executed += 1,
+            (201, true) => assert_eq!(reply.json()["n"], 1),
+            _ => reply.assert_problem(409, "request-in-flight"),
+        }
+    }
+    assert_eq!(executed, 1);
+    assert_eq!(app.ctx.runs(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_heartbeat_keeps_a_long_handler_from_being_taken_over() {
+    let clock = ManualClock::at(1_000_000);
+    let memory = MemoryStore::with_clock(clock.clone());
+    let config = Config::default().lease(Duration::from_millis(300));
+    let app = App::start_with(config, memory, |r| r).await;
+    let first = tokio::spawn(send(app.post("/gated", Some("k"))));
+    wait_for("the handler", &app.ctx.entered).await;
+    // By the store's clock the lease has run out; only a renewal after this keeps it.
+    clock.advance(Duration::from_secs(10));
+    let renewed = app.store.hooks.extended.notified();
+    tokio::time::timeout(Duration::from_secs(20), renewed)
+        .await
+        .expect("a heartbeat");
+
+    let duplicate = send(app.post("/gated", Some("k"))).await;
+    duplicate.assert_problem(409, "request-in-flight");
+    app.ctx.release.raise(1);
+    assert_eq!(first.await.unwrap().status, 201);
+    assert!(send(app.post("/gated", Some("k"))).await.replayed());
+    assert_eq!(app.ctx.runs(), 1);
+}
