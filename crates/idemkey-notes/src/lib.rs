@@ -1,1 +1,127 @@
-//! TODO
+//! The reference notes service of idemkey: the seed experiment as a real HTTP API.
+//!
+//! `POST /v1/notes` creates a note under an `Idempotency-Key`, in atomic mode (the record
+//! commits with the note, the default) or lease mode; `GET /v1/notes/{id}` and
+//! `GET /v1/notes` read the caller's notes; `/healthz`, `/metrics` and `/openapi.json` serve
+//! operations. Bearer tokens name the actor. The exact surface is contract §13.
+//!
+//! ```no_run
+//! use idemkey_notes::{NotesConfig, NotesDb, router};
+//! use idemkey_sqlx::SqliteStore;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = SqliteStore::connect("sqlite://notes.db").await?;
+//! sqlx::Sqlite::migrate_notes(store.pool()).await?;
+//! let config = NotesConfig {
+//!     tokens: vec![("alice".into(), "s3cret".into())],
+//!     ..NotesConfig::default()
+//! };
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! axum::serve(listener, router(store, config)).await?;
+//! # Ok(())
+//! # }
+//! ```
+
+mod auth;
+mod config;
+mod create;
+mod db;
+mod openapi;
+mod problems;
+mod read;
+pub mod sweeper;
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router, middleware};
+use idemkey_core::Operation;
+use idemkey_sqlx::SqlxStore;
+use idemkey_tower::atomic::AtomicIdempotencyLayer;
+use idemkey_tower::{Config, IdempotencyLayer};
+use sqlx::Pool;
+
+pub use config::{Mode, NotesConfig, RenderMetrics};
+pub use create::{CreateNote, MAX_TITLE_CHARS};
+pub use db::{Note, NotesDb};
+pub use read::NoteList;
+
+/// The operation every create is recorded under.
+pub const CREATE_NOTE: (&str, &str) = ("create-note", "v1");
+
+/// What the handlers share.
+pub(crate) struct AppState<DB: NotesDb> {
+    pool: Pool<DB>,
+    config: Arc<NotesConfig>,
+}
+
+impl<DB: NotesDb> Clone for AppState<DB> {
+    fn clone(&self) -> Self {
+        Self {
+            pool: self.pool.clone(),
+            config: self.config.clone(),
+        }
+    }
+}
+
+/// The idempotency settings of `POST /v1/notes`.
+pub fn idempotency_config(config: &NotesConfig) -> Config {
+    Config::default()
+        .require_key(!config.optional_key)
+        .operation(|_: &http::request::Parts| Operation::new(CREATE_NOTE.0, CREATE_NOTE.1))
+        .retention(config.retention)
+        .secret(config.secret.clone())
+}
+
+/// The service's router, on a migrated store (idemkey's records and the `notes` table).
+pub fn router<DB: NotesDb>(store: SqlxStore<DB>, config: NotesConfig) -> Router {
+    let idempotency = idempotency_config(&config);
+    let tokens = auth::Tokens::new(&config.tokens);
+    let state = AppState {
+        pool: store.pool().clone(),
+        config: Arc::new(config),
+    };
+    let create = match state.config.mode {
+        Mode::Lease => post(create::create_lease::<DB>)
+            .layer(IdempotencyLayer::with_config(store, idempotency)),
+        Mode::Atomic => post(create::create_atomic::<DB>)
+            .layer(AtomicIdempotencyLayer::with_config(store, idempotency)),
+    };
+    let v1 = Router::new()
+        .route("/v1/notes", create.get(read::list_notes::<DB>))
+        .route("/v1/notes/{id}", get(read::get_note::<DB>))
+        .route_layer(middleware::from_fn_with_state(tokens, auth::authenticate));
+    Router::new()
+        .merge(v1)
+        .route("/healthz", get(healthz::<DB>))
+        .route("/metrics", get(metrics::<DB>))
+        .route("/openapi.json", get(openapi_json::<DB>))
+        .with_state(state)
+}
+
+async fn healthz<DB: NotesDb>(State(state): State<AppState<DB>>) -> Response {
+    match DB::ping(&state.pool).await {
+        Ok(_) => (StatusCode::OK, "ok\n").into_response(),
+        Err(error) => {
+            tracing::warn!(%error, "health check failed");
+            (StatusCode::SERVICE_UNAVAILABLE, "database unavailable\n").into_response()
+        }
+    }
+}
+
+async fn metrics<DB: NotesDb>(State(state): State<AppState<DB>>) -> Response {
+    let text = state
+        .config
+        .metrics
+        .as_ref()
+        .map(|render| render())
+        .unwrap_or_default();
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+async fn openapi_json<DB: NotesDb>(State(state): State<AppState<DB>>) -> Response {
+    Json(openapi::document(&state.config)).into_response()
+}

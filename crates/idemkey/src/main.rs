@@ -1,3 +1,48 @@
-//! The `idemkey` binary.
+//! The `idemkey` binary: `serve` runs the reference notes service, `sweep` and `forget`
+//! maintain the records, `check` tests any API's idempotency keys from outside.
 
-fn main() {}
+mod cli;
+mod database;
+mod maintenance;
+mod serve;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use clap::error::ErrorKind;
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("idemkey: error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> anyhow::Result<ExitCode> {
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return Ok(usage(&error)),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(cli.command.run())
+}
+
+/// Help and version go to stdout; a usage error is one line on stderr, exit 2.
+fn usage(error: &clap::Error) -> ExitCode {
+    if matches!(
+        error.kind(),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+    ) {
+        let _ = error.print();
+        return ExitCode::SUCCESS;
+    }
+    let rendered = error.render().to_string();
+    let first = rendered.lines().next().unwrap_or("invalid usage");
+    eprintln!("idemkey: {first} (try --help)");
+    ExitCode::from(2)
+}

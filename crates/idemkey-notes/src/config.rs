@@ -1,0 +1,90 @@
+//! How the service is configured.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use idemkey_core::DEFAULT_RETENTION;
+
+/// Which idempotency mode serves `POST /v1/notes` (contract §1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// The record commits in the same transaction as the note (the default).
+    #[default]
+    Atomic,
+    /// A claim with a lease, the note written on its own, the response stored afterwards.
+    Lease,
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "atomic" => Ok(Self::Atomic),
+            "lease" => Ok(Self::Lease),
+            other => Err(format!("unknown mode {other:?}: expected atomic or lease")),
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Atomic => "atomic",
+            Self::Lease => "lease",
+        })
+    }
+}
+
+/// Renders the metrics in Prometheus text; the binary installs the recorder.
+pub type RenderMetrics = Arc<dyn Fn() -> String + Send + Sync>;
+
+/// The service's settings.
+#[derive(Clone)]
+pub struct NotesConfig {
+    /// Bearer secrets and the actor each authenticates.
+    pub tokens: Vec<(String, String)>,
+    /// The idempotency mode. Defaults to atomic.
+    pub mode: Mode,
+    /// How long records are kept after completion. Defaults to 24 h.
+    pub retention: Duration,
+    /// Whether requests without a key run, unrecorded. Defaults to false (a key is required).
+    pub optional_key: bool,
+    /// The secret behind derived keys (lease mode).
+    pub secret: Arc<[u8]>,
+    /// Renders `/metrics`; without it the endpoint answers an empty document.
+    pub metrics: Option<RenderMetrics>,
+}
+
+impl Default for NotesConfig {
+    fn default() -> Self {
+        Self {
+            tokens: Vec::new(),
+            mode: Mode::default(),
+            retention: DEFAULT_RETENTION,
+            optional_key: false,
+            secret: Arc::from(uuid::Uuid::new_v4().as_bytes().as_slice()),
+            metrics: None,
+        }
+    }
+}
+
+impl fmt::Debug for NotesConfig {
+    // Secrets stay out of logs.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NotesConfig")
+            .field(
+                "actors",
+                &self
+                    .tokens
+                    .iter()
+                    .map(|(actor, _)| actor)
+                    .collect::<Vec<_>>(),
+            )
+            .field("mode", &self.mode)
+            .field("retention", &self.retention)
+            .field("optional_key", &self.optional_key)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,126 @@
+//! `/openapi.json`: the service's OpenAPI 3 document, with the idempotency rules published in
+//! an `x-idempotency` extension (contract §9).
+//!
+//! The `doc_*` functions exist only to carry the path documentation; a test checks that every
+//! documented operation is a real route.
+
+use idemkey_core::MAX_KEY_LEN;
+use serde::Serialize;
+use utoipa::openapi::extensions::ExtensionsBuilder;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi, ToSchema};
+
+use crate::config::{Mode, NotesConfig};
+use crate::create::CreateNote;
+use crate::db::Note;
+use crate::read::NoteList;
+
+/// An RFC 9457 problem, as every error of the service is answered.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct ProblemDoc {
+    /// A URI naming the problem type: `https://idemkey.dev/problems/key-reused`.
+    #[serde(rename = "type")]
+    pub(crate) type_uri: String,
+    /// A short summary of the type.
+    pub(crate) title: String,
+    /// The HTTP status.
+    pub(crate) status: u16,
+    /// What happened this time.
+    pub(crate) detail: Option<String>,
+}
+
+/// Creates a note. Requires `Idempotency-Key` (unless the service runs with `--optional-key`).
+#[utoipa::path(post, path = "/v1/notes", request_body = CreateNote,
+    params(("Idempotency-Key" = String, Header, description = "1-255 visible ASCII characters, bare or as a quoted string")),
+    responses(
+        (status = 201, description = "Created; a retry replays it with `Idempotent-Replayed: true`", body = Note,
+            headers(("Location" = String, description = "/v1/notes/{id}"))),
+        (status = 400, description = "key-missing, key-invalid or validation", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 401, description = "unauthorized", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 409, description = "request-in-flight, with Retry-After", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 413, description = "payload-too-large", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 415, description = "unsupported-media-type", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 422, description = "key-reused: the key was used for a different request", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 500, description = "outcome-unknown, previous-attempt-unknown or internal", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "store-unavailable, with Retry-After: not executed", body = ProblemDoc, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+#[allow(dead_code)]
+fn doc_create_note() {}
+
+/// The actor's notes, oldest first.
+#[utoipa::path(get, path = "/v1/notes", responses(
+    (status = 200, body = NoteList),
+    (status = 401, body = ProblemDoc, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+#[allow(dead_code)]
+fn doc_list_notes() {}
+
+/// One of the actor's notes; another actor's is 404.
+#[utoipa::path(get, path = "/v1/notes/{id}", params(("id" = String, Path)), responses(
+    (status = 200, body = Note),
+    (status = 401, body = ProblemDoc, content_type = "application/problem+json"),
+    (status = 404, body = ProblemDoc, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+#[allow(dead_code)]
+fn doc_get_note() {}
+
+/// Liveness and database reachability.
+#[utoipa::path(get, path = "/healthz", responses((status = 200, body = String), (status = 503, body = String)))]
+#[allow(dead_code)]
+fn doc_healthz() {}
+
+/// Prometheus metrics (`idemkey_*`).
+#[utoipa::path(get, path = "/metrics", responses((status = 200, body = String, content_type = "text/plain")))]
+#[allow(dead_code)]
+fn doc_metrics() {}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "idemkey notes", description = "The reference notes service of idemkey."),
+    paths(doc_create_note, doc_list_notes, doc_get_note, doc_healthz, doc_metrics),
+    components(schemas(Note, NoteList, CreateNote, ProblemDoc)),
+    modifiers(&BearerAuth)
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let scheme = HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build();
+        if let Some(components) = openapi.components.as_mut() {
+            components.add_security_scheme("bearer", SecurityScheme::Http(scheme));
+        }
+    }
+}
+
+/// The document for this configuration, as JSON.
+pub(crate) fn document(config: &NotesConfig) -> serde_json::Value {
+    let mut openapi = ApiDoc::openapi();
+    let rules = serde_json::json!({
+        "header": "Idempotency-Key",
+        "methods": ["POST"],
+        "required": !config.optional_key,
+        "mode": config.mode.to_string(),
+        "retention": humantime::format_duration(config.retention).to_string(),
+        "retention_seconds": config.retention.as_secs(),
+        "key": {
+            "min_length": 1,
+            "max_length": MAX_KEY_LEN,
+            "characters": "visible ASCII (0x21-0x7E)",
+            "forms": ["structured-field string (\"abc\")", "bare (abc)"],
+            "scope": "actor, operation, key",
+        },
+        "mismatch_status": 422,
+        "in_flight_status": 409,
+        "replay_header": "Idempotent-Replayed",
+        "stored": if config.mode == Mode::Atomic {
+            "2xx-4xx except 408, 409, 425, 429; anything else rolls back"
+        } else {
+            "2xx-4xx except 408, 409, 425, 429; anything else releases the claim"
+        },
+    });
+    openapi.extensions = Some(ExtensionsBuilder::new().add("x-idempotency", rules).build());
+    serde_json::to_value(&openapi).unwrap_or_default()
+}

@@ -1,0 +1,42 @@
+//! The service's own problem responses, beside idemkey's (contract §10, §13).
+
+use axum::Extension;
+use axum::response::{IntoResponse, Response};
+use idemkey_core::Problem;
+use idemkey_tower::{NotExecuted, problem_response};
+
+/// 400 `validation`: the body is not a valid note. Marked [`NotExecuted`]: never stored.
+pub(crate) fn validation(detail: impl Into<String>) -> Response {
+    let problem = Problem::custom("validation", "Request body is invalid", 400).detail(detail);
+    (Extension(NotExecuted), problem_response(&problem)).into_response()
+}
+
+/// 415 `unsupported-media-type`. Marked [`NotExecuted`]: never stored.
+pub(crate) fn unsupported_media_type() -> Response {
+    let problem = Problem::custom("unsupported-media-type", "Content-Type must be JSON", 415)
+        .detail("send the note as application/json");
+    (Extension(NotExecuted), problem_response(&problem)).into_response()
+}
+
+/// 401 `unauthorized`, with `WWW-Authenticate: Bearer`.
+pub(crate) fn unauthorized() -> Response {
+    let problem = Problem::custom("unauthorized", "Authentication is required", 401)
+        .detail("send Authorization: Bearer <token>");
+    let mut response = problem_response(&problem);
+    response.headers_mut().insert(
+        http::header::WWW_AUTHENTICATE,
+        http::HeaderValue::from_static("Bearer"),
+    );
+    response
+}
+
+/// 404 `not-found`.
+pub(crate) fn not_found() -> Response {
+    problem_response(&Problem::custom("not-found", "Not found", 404).detail("no such note"))
+}
+
+/// 500 `internal`: a database failure while handling the request.
+pub(crate) fn internal(error: &sqlx::Error) -> Response {
+    tracing::error!(%error, "database error");
+    problem_response(&Problem::custom("internal", "Internal error", 500).detail("database error"))
+}

@@ -1,0 +1,129 @@
+//! The command line.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use idemkey_notes::Mode;
+
+/// Idempotency keys for HTTP APIs: the reference service and its tools.
+#[derive(Debug, Parser)]
+#[command(name = "idemkey", version, about)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Run the reference notes service.
+    Serve(ServeArgs),
+    /// Delete expired idempotency records, in bounded batches.
+    Sweep(DatabaseArgs),
+    /// Delete one idempotency record, so that its key executes again.
+    Forget(ForgetArgs),
+    /// Check any API's idempotency keys from outside: retries, concurrency, mismatches.
+    ///
+    /// Exit status: 0 no case failed, 1 a case failed, 2 usage or connection error.
+    Check(idemkey_check::CheckArgs),
+}
+
+impl Command {
+    pub(crate) async fn run(self) -> anyhow::Result<ExitCode> {
+        match self {
+            Self::Serve(args) => crate::serve::run(args).await,
+            Self::Sweep(args) => crate::maintenance::sweep(args).await,
+            Self::Forget(args) => crate::maintenance::forget(args).await,
+            Self::Check(args) => Ok(idemkey_check::run(args).await.into()),
+        }
+    }
+}
+
+/// Where the records are.
+#[derive(Debug, Args)]
+pub(crate) struct DatabaseArgs {
+    /// `sqlite://FILE` or `postgres://...`.
+    #[arg(
+        long,
+        env = "IDEMKEY_DATABASE_URL",
+        default_value = "sqlite://idemkey.db"
+    )]
+    pub(crate) database_url: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// The address to listen on (port 0 picks a free one; the address is printed).
+    #[arg(long, env = "IDEMKEY_LISTEN", default_value = "127.0.0.1:8080")]
+    pub(crate) listen: SocketAddr,
+    #[command(flatten)]
+    pub(crate) database: DatabaseArgs,
+    /// A bearer token, as ACTOR=SECRET; repeatable. Without any, a token for actor `demo`
+    /// is made up and printed.
+    #[arg(long = "token", env = "IDEMKEY_TOKENS", value_delimiter = ',', value_parser = parse_token)]
+    pub(crate) tokens: Vec<(String, String)>,
+    /// How long completed records are kept, e.g. `24h`, `90m`.
+    #[arg(long, env = "IDEMKEY_RETENTION", default_value = "24h", value_parser = parse_retention)]
+    pub(crate) retention: Duration,
+    /// `atomic` (the record commits with the note) or `lease`.
+    #[arg(long, env = "IDEMKEY_MODE", default_value = "atomic")]
+    pub(crate) mode: Mode,
+    /// Run requests without an Idempotency-Key too, unrecorded.
+    #[arg(long, env = "IDEMKEY_OPTIONAL_KEY")]
+    pub(crate) optional_key: bool,
+    /// The secret behind derived keys; set the same one on every instance. Random if unset.
+    #[arg(long, env = "IDEMKEY_SECRET", hide_env_values = true)]
+    pub(crate) secret: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ForgetArgs {
+    #[command(flatten)]
+    pub(crate) database: DatabaseArgs,
+    /// The actor the record belongs to.
+    #[arg(long)]
+    pub(crate) actor: String,
+    /// The operation's name, with or without `:version` (`create-note:v1`).
+    #[arg(long)]
+    pub(crate) operation: String,
+    /// The idempotency key, bare or quoted.
+    #[arg(long)]
+    pub(crate) key: String,
+}
+
+fn parse_token(value: &str) -> Result<(String, String), String> {
+    match value.split_once('=') {
+        Some((actor, secret)) if !actor.trim().is_empty() && !secret.trim().is_empty() => {
+            Ok((actor.trim().to_owned(), secret.trim().to_owned()))
+        }
+        _ => Err(format!("expected ACTOR=SECRET, got {value:?}")),
+    }
+}
+
+fn parse_retention(value: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(value) {
+        Ok(duration) if duration >= Duration::from_secs(1) => Ok(duration),
+        Ok(_) => Err("retention must be at least 1s".to_owned()),
+        Err(error) => Err(format!("{error} (examples: 24h, 90m, 3600s)")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_and_retention_parse() {
+        assert_eq!(parse_token("a=s1").unwrap(), ("a".into(), "s1".into()));
+        assert!(parse_token("a=").is_err() && parse_token("nosecret").is_err());
+        assert_eq!(parse_retention("90m").unwrap(), Duration::from_secs(5400));
+        assert!(parse_retention("0s").is_err() && parse_retention("soon").is_err());
+    }
+
+    #[test]
+    fn cli_is_well_formed() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,69 @@
+//! Opening the database a URL names: SQLite or PostgreSQL.
+
+use anyhow::{Context, bail};
+use idemkey_sqlx::SqliteStore;
+
+/// A store on one of the two backends.
+pub(crate) enum Database {
+    Sqlite(SqliteStore),
+    Postgres(idemkey_sqlx::PgStore),
+}
+
+/// Which backend a URL names.
+pub(crate) fn is_postgres(url: &str) -> anyhow::Result<bool> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(true)
+    } else if url.starts_with("sqlite:") {
+        Ok(false)
+    } else {
+        bail!(
+            "unsupported database URL {}: use sqlite://FILE or postgres://...",
+            redact(url)
+        )
+    }
+}
+
+/// Connects and applies idemkey's migrations. A missing SQLite file is created only if
+/// `create` is set.
+pub(crate) async fn open(url: &str, create: bool) -> anyhow::Result<Database> {
+    let context = || format!("cannot open the database at {}", redact(url));
+    if is_postgres(url)? {
+        let store = idemkey_sqlx::PgStore::connect(url)
+            .await
+            .with_context(context)?;
+        return Ok(Database::Postgres(store));
+    }
+    let options = SqliteStore::connect_options(url)
+        .with_context(context)?
+        .create_if_missing(create);
+    let store = SqliteStore::connect_with(options)
+        .await
+        .with_context(context)?;
+    Ok(Database::Sqlite(store))
+}
+
+/// The URL without its password, for messages.
+pub(crate) fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            let user = userinfo.split(':').next().unwrap_or("");
+            format!("{}{user}:***{}", &url[..scheme + 3], &url[at..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        assert!(is_postgres("postgres://u@h/db").unwrap());
+        assert!(!is_postgres("sqlite://x.db").unwrap());
+        assert!(is_postgres("mysql://x").is_err());
+        assert_eq!(redact("postgres://u:pw@h/db"), "postgres://u:***@h/db");
+        assert_eq!(redact("sqlite://x.db"), "sqlite://x.db");
+    }
+}

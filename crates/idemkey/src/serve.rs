@@ -1,0 +1,137 @@
+//! `idemkey serve`: the reference notes service.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use idemkey_notes::sweeper::run_sweeper;
+use idemkey_notes::{Mode, NotesConfig, NotesDb, router};
+use idemkey_sqlx::SqlxStore;
+use metrics_exporter_prometheus::PrometheusBuilder;
+use tokio::net::TcpListener;
+
+use crate::cli::ServeArgs;
+use crate::database::{Database, open, redact};
+
+/// Starts the service and runs it until SIGINT or SIGTERM.
+pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    init_tracing();
+    let config = config(&args)?;
+    match open(&args.database.database_url, true).await? {
+        Database::Sqlite(store) => serve(store, config, &args).await?,
+        Database::Postgres(store) => serve(store, config, &args).await?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // A second initialisation (tests running serve twice in one process) is harmless.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn config(args: &ServeArgs) -> anyhow::Result<NotesConfig> {
+    let handle = PrometheusBuilder::new()
+        .install_recorder()
+        .context("cannot install the metrics recorder")?;
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            tick.tick().await;
+            upkeep.run_upkeep();
+        }
+    });
+    let secret = match &args.secret {
+        Some(secret) => secret.as_bytes().to_vec(),
+        None => {
+            if args.mode == Mode::Lease {
+                tracing::warn!("no --secret: derived keys change when the process restarts");
+            }
+            uuid::Uuid::new_v4().as_bytes().to_vec()
+        }
+    };
+    let mut tokens = args.tokens.clone();
+    if tokens.is_empty() {
+        tokens.push(("demo".to_owned(), uuid::Uuid::new_v4().simple().to_string()));
+    }
+    Ok(NotesConfig {
+        tokens,
+        mode: args.mode,
+        retention: args.retention,
+        optional_key: args.optional_key,
+        secret: Arc::from(secret),
+        metrics: Some(Arc::new(move || handle.render())),
+    })
+}
+
+async fn serve<DB: NotesDb>(
+    store: SqlxStore<DB>,
+    config: NotesConfig,
+    args: &ServeArgs,
+) -> anyhow::Result<()> {
+    DB::migrate_notes(store.pool())
+        .await
+        .context("cannot create the notes table")?;
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let addr = listener.local_addr()?;
+    announce(&config, args, addr);
+    let every = (args.retention / 10).clamp(Duration::from_secs(1), Duration::from_secs(60));
+    let sweeper = tokio::spawn(run_sweeper(store.clone(), every));
+    let app = router(store.clone(), config);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown())
+        .await?;
+    sweeper.abort();
+    store.pool().close().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn announce(config: &NotesConfig, args: &ServeArgs, addr: std::net::SocketAddr) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "idemkey serve: listening on http://{addr} ({} mode, {})",
+        config.mode,
+        redact(&args.database.database_url)
+    );
+    if args.tokens.is_empty() {
+        let token = &config.tokens[0].1;
+        let _ = writeln!(
+            out,
+            "no --token given: made up a token for actor \"demo\": {token}\ntry:\n  curl -i http://{addr}/v1/notes -H 'Authorization: Bearer {token}' -H 'Idempotency-Key: my-first-note' -H 'Content-Type: application/json' -d '{{\"title\": \"hello\"}}'"
+        );
+    }
+    let _ = out.flush();
+}
+
+async fn shutdown() {
+    let interrupt = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutting down: finishing in-flight requests");
+}
