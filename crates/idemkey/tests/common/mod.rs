@@ -1,6 +1,7 @@
 //! Running `idemkey serve` as a real process and talking to it over real sockets.
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
+pub mod pg;
 pub mod storm;
 
 use std::io::{BufRead, BufReader};
@@ -27,8 +28,12 @@ impl Server {
 
     /// Starts a server on the SQLite file `db`.
     pub fn start_on(db: &Path, extra: &[&str]) -> Self {
-        let url = format!("sqlite://{}", db.display());
-        let mut args = vec!["serve", "--listen", "127.0.0.1:0", "--database-url", &url];
+        Self::start_url(&format!("sqlite://{}", db.display()), db, extra)
+    }
+
+    /// Starts a server on the database at `url`; `db` is only remembered.
+    pub fn start_url(url: &str, db: &Path, extra: &[&str]) -> Self {
+        let mut args = vec!["serve", "--listen", "127.0.0.1:0", "--database-url", url];
         args.extend(["--token", "alice=alice-secret", "--token", "bob=bob-secret"]);
         args.extend_from_slice(extra);
         let mut child = Command::new(env!("CARGO_BIN_EXE_idemkey"))
