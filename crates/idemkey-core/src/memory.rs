@@ -133,7 +133,12 @@ impl MemoryStore {
         }
     }
 
-    fn claim_row(request: &ClaimRequest, row: &mut Row, now: u64, taken_over: bool) -> Claim {
+    fn claim_row(
+        request: &ClaimRequest,
+        row: &mut Row,
+        now: u64,
+        seen: Option<&RowState>,
+    ) -> Claim {
         let lease_until = now.saturating_add(ms(request.lease));
         row.state = RowState::InFlight { lease_until };
         row.expires_at = lease_until.saturating_add(ms(request.retention));
@@ -144,7 +149,8 @@ impl MemoryStore {
             lease: request.lease,
             retention: request.retention,
             acquired: Instant::now(),
-            taken_over,
+            taken_over: matches!(seen, Some(RowState::InFlight { .. })),
+            fresh: seen.is_none(),
         }
     }
 
@@ -188,7 +194,7 @@ impl Store for MemoryStore {
             expires_at: 0,
             request_id: request.request_id.clone(),
         };
-        let claim = Self::claim_row(request, &mut row, now, false);
+        let claim = Self::claim_row(request, &mut row, now, None);
         rows.insert(request.scope.clone(), row);
         Ok(TryClaim::Claimed(claim))
     }
@@ -207,9 +213,9 @@ impl Store for MemoryStore {
         if row.record_id != seen.record_id || row.token != seen.token || !reclaimable {
             return Ok(None);
         }
-        let taken_over = matches!(row.state, RowState::InFlight { .. });
+        let seen = row.state.clone();
         row.token += 1;
-        Ok(Some(Self::claim_row(request, row, now, taken_over)))
+        Ok(Some(Self::claim_row(request, row, now, Some(&seen))))
     }
 
     async fn complete(&self, claim: &Claim, response: &StoredResponse) -> Result<()> {
@@ -227,6 +233,13 @@ impl Store for MemoryStore {
         let row = Self::held(&mut rows, claim)?;
         row.state = RowState::Released;
         row.expires_at = now.saturating_add(ms(claim.retention));
+        Ok(())
+    }
+
+    async fn discard(&self, claim: &Claim) -> Result<()> {
+        let mut rows = self.lock();
+        Self::held(&mut rows, claim)?;
+        rows.remove(&claim.scope);
         Ok(())
     }
 

@@ -160,6 +160,9 @@ pub struct Claim {
     pub acquired: Instant,
     /// Whether this claim took over an expired lease.
     pub taken_over: bool,
+    /// Whether this claim created its record, rather than claiming a released or expired
+    /// one again: only a fresh record may be discarded (see [`crate::Store::discard`]).
+    pub fresh: bool,
 }
 
 impl Claim {

@@ -49,6 +49,12 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// derived keys) for a retry, if `claim` still holds it.
     fn release(&self, claim: &Claim) -> impl Future<Output = Result<()>> + Send;
 
+    /// Deletes the record the claim holds, if it still holds it: for a handler that reports
+    /// it did nothing, so that the key may carry a corrected request. Only for a
+    /// [`Claim::fresh`] claim: a record claimed again may have an earlier execution behind it
+    /// whose external effects used its derived keys.
+    fn discard(&self, claim: &Claim) -> impl Future<Output = Result<()>> + Send;
+
     /// Renews the lease for another `claim.lease`, if `claim` still holds it (heartbeat).
     fn extend(&self, claim: &mut Claim) -> impl Future<Output = Result<()>> + Send;
 

@@ -82,6 +82,12 @@ pub trait Backend: Database + Sealed {
         claim: &Claim,
     ) -> impl Future<Output = Result<()>> + Send;
 
+    /// See [`idemkey_core::Store::discard`].
+    fn discard(
+        conn: &mut Self::Connection,
+        claim: &Claim,
+    ) -> impl Future<Output = Result<()>> + Send;
+
     /// See [`idemkey_core::Store::extend`].
     fn extend(
         conn: &mut Self::Connection,

@@ -8,12 +8,18 @@
 pub enum Point {
     /// Atomic mode: after the read-only lookup found no record, before the write transaction.
     AfterLookup,
-    /// Atomic mode: inside the write transaction, before the claim statement.
+    /// Inside the write transaction, before the claim statement: atomic mode's transaction,
+    /// or lease mode's short claim transaction ([`idemkey_core::Store::try_claim`]).
     BeforeClaim,
-    /// Atomic mode: before the response is stored in the record.
+    /// Before the response is stored in the record: in atomic mode's transaction, or (lease
+    /// mode, [`idemkey_core::Store::complete`]) on the pooled connection that will store it.
     BeforeComplete,
-    /// Atomic mode: after the record is completed, before `COMMIT`.
+    /// Before `COMMIT`: atomic mode's, after the record is completed; lease mode's claim
+    /// transaction's, after the claim statement.
     BeforeCommit,
+    /// Lease mode: before a claim is given back ([`idemkey_core::Store::release`] or
+    /// [`idemkey_core::Store::discard`]), on the pooled connection that will do it.
+    BeforeRelease,
 }
 
 #[cfg(feature = "failpoints")]

@@ -51,13 +51,13 @@ pub(crate) fn into_record(row: RecordRow) -> Result<Record> {
     })
 }
 
-/// The claim a successful claim statement grants.
+/// The claim a successful claim statement grants; `seen` is the record claimed again, if any.
 pub(crate) fn claim(
     request: &ClaimRequest,
     record_id: RecordId,
     token: i64,
     acquired: Instant,
-    taken_over: bool,
+    seen: Option<&Record>,
 ) -> Claim {
     Claim {
         scope: request.scope.clone(),
@@ -66,7 +66,8 @@ pub(crate) fn claim(
         lease: request.lease,
         retention: request.retention,
         acquired,
-        taken_over,
+        taken_over: seen.is_some_and(|r| matches!(r.state, RecordState::InFlight { .. })),
+        fresh: seen.is_none(),
     }
 }
 

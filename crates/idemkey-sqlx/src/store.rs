@@ -82,8 +82,12 @@ impl<DB: Backend> Store for SqlxStore<DB> {
 
     async fn try_claim(&self, request: &ClaimRequest) -> Result<TryClaim> {
         let mut tx = self.begin_write().await?;
+        self.hit(Point::BeforeClaim).await?;
         let outcome = DB::try_claim(&mut tx, request).await?;
-        tx.commit().await.map_err(DB::commit_error)?;
+        self.hit(Point::BeforeCommit).await?;
+        // A lost reply is not `OutcomeUnknown` here: at most a claim committed, nothing ran,
+        // and the claim's lease runs out. The request was not executed.
+        tx.commit().await.map_err(store_error)?;
         Ok(outcome)
     }
 
@@ -92,11 +96,21 @@ impl<DB: Backend> Store for SqlxStore<DB> {
     }
 
     async fn complete(&self, claim: &Claim, response: &StoredResponse) -> Result<()> {
-        DB::complete(&mut *self.conn().await?, claim, response).await
+        let mut conn = self.conn().await?;
+        self.hit(Point::BeforeComplete).await?;
+        DB::complete(&mut *conn, claim, response).await
     }
 
     async fn release(&self, claim: &Claim) -> Result<()> {
-        DB::release(&mut *self.conn().await?, claim).await
+        let mut conn = self.conn().await?;
+        self.hit(Point::BeforeRelease).await?;
+        DB::release(&mut *conn, claim).await
+    }
+
+    async fn discard(&self, claim: &Claim) -> Result<()> {
+        let mut conn = self.conn().await?;
+        self.hit(Point::BeforeRelease).await?;
+        DB::discard(&mut *conn, claim).await
     }
 
     async fn extend(&self, claim: &mut Claim) -> Result<()> {

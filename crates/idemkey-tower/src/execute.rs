@@ -24,14 +24,13 @@ const COMPLETE_BACKOFF: Duration = Duration::from_millis(50);
 enum Settle {
     Store(StoredResponse),
     Release,
-    /// The handler did nothing: drop the record so the key can carry a corrected request.
-    /// Only a fresh record is dropped; one claimed again is released, as an earlier
+    /// The handler did nothing: discard the record so the key can carry a corrected request.
+    /// Only a fresh record is discarded; one claimed again is released, as an earlier
     /// execution may have used its derived keys.
-    Forget,
+    Discard,
 }
 
 /// Runs `inner` on `request` under `claim`, then stores or releases by the status policy.
-/// `fresh` tells whether the claim created its record (see [`Settle::Forget`]).
 ///
 /// Must run in a task of its own: once the handler has begun, it finishes even if the client
 /// goes away (§6).
@@ -39,7 +38,6 @@ pub(crate) async fn execute<S, St, ResBody>(
     mut inner: S,
     mut request: Request<Body>,
     claim: Claim,
-    fresh: bool,
     store: St,
     config: Arc<Config>,
 ) -> Result<Response<Body>, S::Error>
@@ -73,8 +71,8 @@ where
     match settle {
         Settle::Store(stored) => complete(&store, &claim, &stored).await,
         Settle::Release => release(&store, &claim, false).await,
-        Settle::Forget if fresh => release(&store, &claim, true).await,
-        Settle::Forget => {
+        Settle::Discard if claim.fresh => release(&store, &claim, true).await,
+        Settle::Discard => {
             tracing::info!(
                 "nothing done, but an earlier attempt may have been: keeping the record"
             );
@@ -96,7 +94,7 @@ where
     B::Error: Into<BoxError>,
 {
     if response.extensions().get::<NotExecuted>().is_some() {
-        return (response.map(Body::new), Settle::Forget);
+        return (response.map(Body::new), Settle::Discard);
     }
     if !config.status_policy.stores(response.status().as_u16()) {
         return (response.map(Body::new), Settle::Release);
@@ -138,16 +136,16 @@ async fn complete<St: Store>(store: &St, claim: &Claim, stored: &StoredResponse)
     }
 }
 
-/// Releases the claim; with `forget`, also deletes the record, which is only safe because
-/// the handler reported that it did nothing under the record's derived keys.
-async fn release<St: Store>(store: &St, claim: &Claim, forget: bool) {
-    match timed("release", store.release(claim)).await {
-        Ok(()) if forget => {
-            if let Err(err) = timed("forget", store.forget(&claim.scope)).await {
-                tracing::warn!(error = %err, "could not delete the released record");
-            }
-            outcome("not_executed");
-        }
+/// Releases the claim; with `discard`, deletes its record instead in one fenced step, which
+/// is only safe because the handler reported that it did nothing under its derived keys.
+async fn release<St: Store>(store: &St, claim: &Claim, discard: bool) {
+    let released = if discard {
+        timed("discard", store.discard(claim)).await
+    } else {
+        timed("release", store.release(claim)).await
+    };
+    match released {
+        Ok(()) if discard => outcome("not_executed"),
         Ok(()) => outcome("released"),
         Err(Error::Fenced) => {
             tracing::error!("lease lost before release: another executor holds the record");

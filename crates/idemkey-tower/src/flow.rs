@@ -13,7 +13,6 @@ use idemkey_core::{
 use tower::Service;
 
 use crate::execute::execute;
-use crate::fresh::ReclaimProbe;
 use crate::observe::{outcome, timed};
 use crate::{Config, Prepared, problem_response, replay_response};
 
@@ -35,8 +34,7 @@ where
     ResBody: HttpBody<Data = Bytes> + Send + 'static,
     ResBody::Error: Into<BoxError>,
 {
-    let probe = ReclaimProbe::new(store.clone());
-    let begun = match begin_or_wait(&probe, &prepared.claim, &config).await {
+    let begun = match begin_or_wait(&store, &prepared.claim, &config).await {
         Ok(begun) => begun,
         Err(err) => return Ok(store_error(&err)),
     };
@@ -46,7 +44,7 @@ where
                 tracing::warn!("took over an expired lease: executing again");
             }
             let request = prepared.into_request();
-            return execute(inner, request, claim, probe.fresh(), store, config).await;
+            return execute(inner, request, claim, store, config).await;
         }
         Begin::Replay(stored) => {
             outcome("replayed");

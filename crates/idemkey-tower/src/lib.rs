@@ -71,7 +71,6 @@ mod config;
 mod execute;
 mod extensions;
 mod flow;
-mod fresh;
 mod future;
 mod heartbeat;
 mod layer;

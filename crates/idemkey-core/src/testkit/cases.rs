@@ -352,3 +352,19 @@ pub async fn concurrent_claims_have_one_winner<S: Store>(store: S) {
     }
     assert_eq!(winners, 1);
 }
+
+pub async fn discard_deletes_only_a_fresh_held_claim<S: Store>(store: S) {
+    let req = request("{}");
+    let first = claim(&store, &req).await;
+    assert!(first.fresh);
+    store.discard(&first).await.unwrap();
+    assert_eq!(store.lookup(&req.scope).await.unwrap(), None);
+    assert!(matches!(store.discard(&first).await, Err(Error::Fenced)));
+    // A record claimed again is not fresh; a stale claim cannot discard its successor's.
+    let released = claim(&store, &req).await;
+    store.release(&released).await.unwrap();
+    let again = claim(&store, &req).await;
+    assert!(!again.fresh && again.record_id == released.record_id);
+    assert!(matches!(store.discard(&released).await, Err(Error::Fenced)));
+    assert!(store.lookup(&req.scope).await.unwrap().is_some());
+}

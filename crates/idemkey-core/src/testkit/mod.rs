@@ -61,6 +61,7 @@ macro_rules! store_conformance_suite {
             extend_renews_the_lease,
             derived_keys_survive_takeover_but_not_expiry,
             complete_happens_once,
+            discard_deletes_only_a_fresh_held_claim,
             concurrent_claims_have_one_winner,
         );
     };

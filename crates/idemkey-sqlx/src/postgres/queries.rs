@@ -68,6 +68,12 @@ const RELEASE: &str = concat!(
     "AND state = 0"
 );
 
+const DISCARD: &str = concat!(
+    "DELETE FROM idemkey_records ",
+    "WHERE actor = $1 AND operation = $2 AND idem_key = $3 AND record_id = $4 AND token = $5 ",
+    "AND state = 0"
+);
+
 const EXTEND: &str = concat!(
     "UPDATE idemkey_records SET lease_until = clock.t + $6, expires_at = clock.t + $6 + $7 ",
     "FROM ",
@@ -139,7 +145,7 @@ impl Backend for Postgres {
             .map_err(store_error)?;
         if let Some(token) = token_of(claimed)? {
             return Ok(TryClaim::Claimed(claim(
-                request, record_id, token, acquired, false,
+                request, record_id, token, acquired, None,
             )));
         }
         // The upsert locked the live row, so it cannot vanish before this lookup.
@@ -163,9 +169,8 @@ impl Backend for Postgres {
             .fetch_optional(conn)
             .await
             .map_err(store_error)?;
-        let taken_over = matches!(seen.state, idemkey_core::RecordState::InFlight { .. });
         let token = token_of(token)?;
-        Ok(token.map(|token| claim(request, seen.record_id, token, acquired, taken_over)))
+        Ok(token.map(|token| claim(request, seen.record_id, token, acquired, Some(seen))))
     }
 
     async fn complete(
@@ -185,6 +190,14 @@ impl Backend for Postgres {
     async fn release(conn: &mut Self::Connection, claim: &Claim) -> Result<()> {
         let done = held(RELEASE, claim)
             .bind(millis(claim.retention))
+            .execute(conn)
+            .await
+            .map_err(store_error)?;
+        fenced(done.rows_affected())
+    }
+
+    async fn discard(conn: &mut Self::Connection, claim: &Claim) -> Result<()> {
+        let done = held(DISCARD, claim)
             .execute(conn)
             .await
             .map_err(store_error)?;

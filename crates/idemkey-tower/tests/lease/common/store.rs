@@ -100,6 +100,12 @@ impl Store for TestStore {
         done
     }
 
+    async fn discard(&self, claim: &Claim) -> Result<()> {
+        let done = self.inner.discard(claim).await;
+        self.hooks.releases.raise(1);
+        done
+    }
+
     async fn extend(&self, claim: &mut Claim) -> Result<()> {
         let done = self.inner.extend(claim).await;
         if done.is_ok() {
