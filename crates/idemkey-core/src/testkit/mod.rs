@@ -37,6 +37,27 @@ pub fn request_for(actor: &str, op: &str, body: &str) -> ClaimRequest {
         .retention(LONG)
 }
 
+/// The variable naming the PostgreSQL server the tests run against.
+pub const PG_URL_ENV: &str = "IDEMKEY_TEST_PG_URL";
+
+/// The URL of the PostgreSQL server to test against, from [`PG_URL_ENV`].
+///
+/// Unset outside CI: `None`, after a loud `SKIPPED` notice. Unset in CI (`CI` set): the test
+/// fails, because there the PostgreSQL tests must run.
+pub fn pg_url() -> Option<String> {
+    if let Ok(url) = std::env::var(PG_URL_ENV) {
+        return Some(url);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{PG_URL_ENV} is not set: the PostgreSQL tests must run in CI"
+    );
+    eprintln!(
+        "SKIPPED: set {PG_URL_ENV}=postgres://postgres@127.0.0.1:5432/test to run the PostgreSQL tests"
+    );
+    None
+}
+
 /// Expands to the whole conformance suite for the store that `$setup` (an async expression)
 /// produces, one `#[tokio::test]` per case.
 #[macro_export]

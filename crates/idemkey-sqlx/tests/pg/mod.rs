@@ -15,9 +15,6 @@ use sqlx::{AssertSqlSafe, Connection, PgConnection, Postgres, Transaction};
 
 use crate::common::Fixture;
 
-/// The server to test against.
-pub const URL_ENV: &str = "IDEMKEY_TEST_PG_URL";
-
 /// Test schemas are named `idemkey_t_<unix seconds>_<random>`.
 const PREFIX: &str = "idemkey_t_";
 
@@ -33,17 +30,7 @@ const NOTE_TABLE: &str = "CREATE TABLE note (
 
 /// The server's URL; `None` (after a loud notice) when it is not set outside CI.
 pub fn url() -> Option<String> {
-    if let Ok(url) = std::env::var(URL_ENV) {
-        return Some(url);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{URL_ENV} is not set: the PostgreSQL tests must run in CI"
-    );
-    eprintln!(
-        "SKIPPED: set {URL_ENV}=postgres://postgres@127.0.0.1:5432/test to run the PostgreSQL tests"
-    );
-    None
+    idemkey_core::testkit::pg_url()
 }
 
 pub struct PgFixture;

@@ -2,30 +2,13 @@
 
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
 
-/// The variable naming the server.
-pub const URL_ENV: &str = "IDEMKEY_TEST_PG_URL";
-
 /// A fresh schema, dropped with everything in it when this is dropped.
 pub struct Schema {
     pub name: String,
     base: String,
 }
 
-/// The server's URL; `None` (after a loud notice) when it is not set outside CI, where the
-/// tests must run and so fail instead.
-pub fn url() -> Option<String> {
-    if let Ok(url) = std::env::var(URL_ENV) {
-        return Some(url);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{URL_ENV} is not set: the PostgreSQL tests must run in CI"
-    );
-    eprintln!(
-        "SKIPPED: set {URL_ENV}=postgres://postgres@127.0.0.1:5432/test to run the PostgreSQL tests"
-    );
-    None
-}
+pub use idemkey_core::testkit::pg_url as url;
 
 impl Schema {
     /// Creates `idemkey_s_<random>` on the server at `base`.
