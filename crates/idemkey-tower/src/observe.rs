@@ -1,7 +1,7 @@
 //! Metrics and trace fields of every decision (contract §12).
 
 use std::future::Future;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Counts one request under its outcome and records it on the current span.
 pub(crate) fn outcome(outcome: &'static str) {
@@ -10,10 +10,15 @@ pub(crate) fn outcome(outcome: &'static str) {
     tracing::debug!(outcome, "idempotency decision");
 }
 
+/// Records the latency of store work measured elsewhere.
+pub(crate) fn store_latency(op: &'static str, elapsed: Duration) {
+    metrics::histogram!("idemkey_store_seconds", "op" => op).record(elapsed.as_secs_f64());
+}
+
 /// Awaits one store call, recording its latency.
 pub(crate) async fn timed<T>(op: &'static str, call: impl Future<Output = T>) -> T {
     let start = Instant::now();
     let out = call.await;
-    metrics::histogram!("idemkey_store_seconds", "op" => op).record(start.elapsed().as_secs_f64());
+    store_latency(op, start.elapsed());
     out
 }

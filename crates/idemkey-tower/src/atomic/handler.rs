@@ -2,6 +2,7 @@
 
 use std::marker::PhantomData;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use bytes::Bytes;
@@ -75,6 +76,8 @@ pub(crate) struct ServiceHandler<S, DB> {
     pub(crate) body: Bytes,
     pub(crate) storage_limit: usize,
     pub(crate) per_request: Vec<HeaderName>,
+    /// Time spent in the inner service, over every attempt: the rest is the store's.
+    pub(crate) handler_time: Duration,
     pub(crate) db: PhantomData<fn() -> DB>,
 }
 
@@ -97,7 +100,9 @@ where
         let slot = TxSlot::new(tx);
         let mut request = Request::from_parts(self.parts.clone(), Body::from(self.body.clone()));
         request.extensions_mut().insert(slot.clone());
+        let started = Instant::now();
         let result = self.inner.clone().oneshot(request).await;
+        self.handler_time += started.elapsed();
         // The handler has answered, so its Tx is dropped and back in the slot.
         let tx = slot.take();
         let response = match result {

@@ -4,6 +4,7 @@ use std::marker::PhantomData;
 use std::mem;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use bytes::Bytes;
@@ -18,7 +19,7 @@ use tracing::{Instrument, field};
 use super::TxSlot;
 use super::handler::{HttpOutput, ServiceHandler};
 use crate::flow::store_error;
-use crate::observe::outcome;
+use crate::observe::{outcome, store_latency};
 use crate::{Config, Preparation, Prepared, prepare, problem_response, replay_response};
 
 /// Middleware that runs each keyed request in atomic mode: see [`super`].
@@ -92,6 +93,7 @@ fn handler<S, DB: Backend>(
         body: prepared.body,
         storage_limit: config.storage_limit,
         per_request: config.per_request_headers.clone(),
+        handler_time: Duration::ZERO,
         db: PhantomData,
     };
     (handler, prepared.claim)
@@ -126,7 +128,12 @@ where
     let task = tokio::spawn(
         async move {
             let (mut handler, claim) = handler(inner, prepared, &config);
+            let started = Instant::now();
             let result = store.execute(&claim, &options(&config), &mut handler).await;
+            store_latency(
+                "atomic",
+                started.elapsed().saturating_sub(handler.handler_time),
+            );
             answer(result, &config)
         }
         .instrument(span),
