@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use idemkey_core::DEFAULT_RETENTION;
+use idemkey_core::{DEFAULT_LEASE, DEFAULT_RETENTION};
 
 /// Which idempotency mode serves `POST /v1/notes` (contract §1).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -49,6 +49,9 @@ pub struct NotesConfig {
     pub mode: Mode,
     /// How long records are kept after completion. Defaults to 24 h.
     pub retention: Duration,
+    /// The lease of a lease-mode claim: how long a dead executor's claim blocks retries.
+    /// Defaults to 30 s. Unused in atomic mode.
+    pub lease: Duration,
     /// Whether requests without a key run, unrecorded. Defaults to false (a key is required).
     pub optional_key: bool,
     /// The secret behind derived keys (lease mode).
@@ -63,6 +66,7 @@ impl Default for NotesConfig {
             tokens: Vec::new(),
             mode: Mode::default(),
             retention: DEFAULT_RETENTION,
+            lease: DEFAULT_LEASE,
             optional_key: false,
             secret: Arc::from(uuid::Uuid::new_v4().as_bytes().as_slice()),
             metrics: None,
@@ -84,6 +88,7 @@ impl fmt::Debug for NotesConfig {
             )
             .field("mode", &self.mode)
             .field("retention", &self.retention)
+            .field("lease", &self.lease)
             .field("optional_key", &self.optional_key)
             .finish_non_exhaustive()
     }

@@ -7,6 +7,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+use idemkey_core::DerivedKeys;
 use idemkey_core::fingerprint::is_json_media_type;
 use idemkey_tower::Actor;
 use idemkey_tower::atomic::Tx;
@@ -22,7 +23,13 @@ pub const MAX_TITLE_CHARS: usize = 200;
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateNote {
-    /// 1 to 200 characters after trimming.
+    /// 1 to 200 characters after trimming (Unicode white space); no NUL character. The
+    /// pattern: no NUL, and one character that is not white space (what `str::trim` removes).
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = "^[^\\u0000]*[^\\u0000\\t\\n\\u000b\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000][^\\u0000]*$"
+    )]
     pub title: String,
 }
 
@@ -40,6 +47,11 @@ fn validate(headers: &HeaderMap, body: &[u8]) -> Result<Note, Response> {
     let input: CreateNote = serde_json::from_slice(body)
         .map_err(|e| problems::validation(format!("body is not a valid note: {e}")))?;
     let title = input.title.trim();
+    if title.contains('\0') {
+        // Neither database stores it as text (PostgreSQL refuses it; SQLite's length() stops
+        // at it): a 400 here, not a 500 from the insert.
+        return Err(problems::validation("title must not contain NUL"));
+    }
     let chars = title.chars().count();
     if !(1..=MAX_TITLE_CHARS).contains(&chars) {
         return Err(problems::validation(format!(
@@ -64,24 +76,42 @@ fn created(note: &Note) -> Response {
 }
 
 /// Lease mode: the note is written on its own; the layer stores the response afterwards.
+///
+/// The handler may run again for the same record (after a crash, a lease takeover or a
+/// release, contract §8a), so the note's id is derived from the record and the insert
+/// happens once: a re-execution answers with the note the first execution wrote.
 pub(crate) async fn create_lease<DB: NotesDb>(
     State(state): State<AppState<DB>>,
     Extension(actor): Extension<Actor>,
+    keys: Option<Extension<DerivedKeys>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let note = match validate(&headers, &body) {
+    let mut note = match validate(&headers, &body) {
         Ok(note) => note,
         Err(rejection) => return rejection,
     };
+    if let Some(Extension(keys)) = keys {
+        note.id = derived_id(&keys);
+    }
     let mut conn = match state.pool.acquire().await {
         Ok(conn) => conn,
         Err(error) => return problems::internal(&error),
     };
-    match DB::insert_note(&mut conn, actor.as_str(), &note).await {
-        Ok(()) => created(&note),
+    match DB::insert_note_once(&mut conn, actor.as_str(), &note).await {
+        Ok(stored) => created(&stored),
         Err(error) => problems::internal(&error),
     }
+}
+
+/// The note id of a record: a UUID (version 8) from the record's derived key `note`.
+fn derived_id(keys: &DerivedKeys) -> String {
+    let key = keys.key("note");
+    // The derived key is 64 hex characters; its first 128 bits make the id.
+    let bits = u128::from_str_radix(&key[..32], 16).unwrap_or_default();
+    uuid::Builder::from_custom_bytes(bits.to_be_bytes())
+        .into_uuid()
+        .to_string()
 }
 
 /// Atomic mode: the note is written on the claim's transaction, which the layer commits
@@ -123,6 +153,23 @@ mod tests {
         let over = format!(r#"{{"title":"{}"}}"#, "é".repeat(201));
         assert!(validate(&json(), over.as_bytes()).is_err());
         assert!(validate(&json(), br#"{"title":" \t "}"#).is_err());
+        assert!(validate(&json(), br#"{"title":"a\u0000b"}"#).is_err());
+    }
+
+    #[test]
+    fn derived_ids_are_uuids_stable_per_record() {
+        let record = idemkey_core::RecordId::new();
+        let keys = DerivedKeys::new(b"s".as_slice(), record);
+        let id = derived_id(&keys);
+        assert_eq!(id, derived_id(&DerivedKeys::new(b"s".as_slice(), record)));
+        assert_ne!(
+            id,
+            derived_id(&DerivedKeys::new(
+                b"s".as_slice(),
+                idemkey_core::RecordId::new()
+            ))
+        );
+        assert_eq!(uuid::Uuid::parse_str(&id).unwrap().get_version_num(), 8);
     }
 
     #[test]

@@ -32,6 +32,14 @@ pub trait NotesDb: Backend {
         note: &Note,
     ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
 
+    /// Inserts a note for `actor` on `conn` unless one with its id exists, and returns the
+    /// stored note: a re-execution of a lease-mode request gets the first execution's note.
+    fn insert_note_once(
+        conn: &mut Self::Connection,
+        actor: &str,
+        note: &Note,
+    ) -> impl Future<Output = Result<Note, sqlx::Error>> + Send;
+
     /// The actor's note with this id.
     fn get_note(
         pool: &Pool<Self>,
@@ -47,6 +55,8 @@ pub trait NotesDb: Backend {
 }
 
 const INSERT: &str = "INSERT INTO notes (id, actor, title, created_at) VALUES ($1, $2, $3, $4)";
+const INSERT_ONCE: &str = "INSERT INTO notes (id, actor, title, created_at) VALUES ($1, $2, $3, $4) \
+     ON CONFLICT (id) DO NOTHING";
 const GET: &str = "SELECT id, title, created_at FROM notes WHERE actor = $1 AND id = $2";
 const LIST: &str =
     "SELECT id, title, created_at FROM notes WHERE actor = $1 ORDER BY created_at, id";
@@ -82,6 +92,26 @@ macro_rules! notes_db {
                     .execute(conn)
                     .await?;
                 Ok(())
+            }
+
+            async fn insert_note_once(
+                conn: &mut Self::Connection,
+                actor: &str,
+                note: &Note,
+            ) -> Result<Note, sqlx::Error> {
+                sqlx::query(INSERT_ONCE)
+                    .bind(&note.id)
+                    .bind(actor)
+                    .bind(&note.title)
+                    .bind(&note.created_at)
+                    .execute(&mut *conn)
+                    .await?;
+                sqlx::query_as(GET)
+                    .bind(actor)
+                    .bind(&note.id)
+                    .fetch_optional(conn)
+                    .await?
+                    .ok_or(sqlx::Error::RowNotFound)
             }
 
             async fn get_note(

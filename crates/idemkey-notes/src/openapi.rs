@@ -31,7 +31,9 @@ pub(crate) struct ProblemDoc {
 
 /// Creates a note. Requires `Idempotency-Key` (unless the service runs with `--optional-key`).
 #[utoipa::path(post, path = "/v1/notes", request_body = CreateNote,
-    params(("Idempotency-Key" = String, Header, description = "1-255 visible ASCII characters, bare or as a quoted string")),
+    params(("Idempotency-Key" = String, Header,
+        pattern = "^([!#-~][!-~]{0,254}|\"([!#-\\[\\]-~]|\\\\[\"\\\\]){1,255}\")$",
+        description = "1-255 visible ASCII characters, bare or as a quoted string")),
     responses(
         (status = 201, description = "Created; a retry replays it with `Idempotent-Replayed: true`", body = Note,
             headers(("Location" = String, description = "/v1/notes/{id}"))),

@@ -103,6 +103,12 @@ pub trait Backend: Database + Sealed {
     /// See [`idemkey_core::Store::sweep`].
     fn sweep(conn: &mut Self::Connection, batch: u32) -> impl Future<Output = Result<u64>> + Send;
 
+    /// The pool that write transactions and the store's own writes take their connection
+    /// from. Defaults to `pool` itself; SQLite uses a pool of one connection of its own.
+    fn writer_pool(pool: &Pool<Self>) -> Pool<Self> {
+        pool.clone()
+    }
+
     /// Whether an error means "run the transaction again" (serialization failure, deadlock).
     fn is_retryable(_error: &sqlx::Error) -> bool {
         false

@@ -16,6 +16,9 @@ use crate::failpoints::Point;
 #[derive(Debug)]
 pub struct SqlxStore<DB: Backend> {
     pub(crate) pool: Pool<DB>,
+    /// Where write transactions and the store's own writes take their connection: `pool`,
+    /// except on SQLite (see [`Backend::writer_pool`]).
+    pub(crate) writer: Pool<DB>,
     pub(crate) settings: DB::Settings,
     #[cfg(feature = "failpoints")]
     pub(crate) failpoints: crate::failpoints::Failpoints,
@@ -25,6 +28,7 @@ impl<DB: Backend> Clone for SqlxStore<DB> {
     fn clone(&self) -> Self {
         Self {
             pool: self.pool.clone(),
+            writer: self.writer.clone(),
             settings: self.settings.clone(),
             #[cfg(feature = "failpoints")]
             failpoints: self.failpoints.clone(),
@@ -37,6 +41,7 @@ impl<DB: Backend> SqlxStore<DB> {
     pub fn from_pool(pool: Pool<DB>) -> Self {
         Self {
             settings: DB::default_settings(&pool),
+            writer: DB::writer_pool(&pool),
             pool,
             #[cfg(feature = "failpoints")]
             failpoints: Default::default(),
@@ -65,13 +70,26 @@ impl<DB: Backend> SqlxStore<DB> {
         &self.pool
     }
 
-    /// Opens a write transaction the way the backend requires (SQLite: `BEGIN IMMEDIATE`).
+    /// Opens a write transaction the way the backend requires (SQLite: `BEGIN IMMEDIATE`, on
+    /// a connection of its own that the process's writers queue for, so they wait in line
+    /// rather than in SQLite's busy handler).
     pub async fn begin_write(&self) -> Result<Transaction<'static, DB>> {
-        DB::begin_write(&self.pool).await
+        DB::begin_write(&self.writer).await
+    }
+
+    /// Closes the pool and, on SQLite, the writer's connection.
+    pub async fn close(&self) {
+        self.writer.close().await;
+        self.pool.close().await;
     }
 
     pub(crate) async fn conn(&self) -> Result<PoolConnection<DB>> {
         self.pool.acquire().await.map_err(store_error)
+    }
+
+    /// A connection for a write outside a transaction (complete, release, sweep...).
+    pub(crate) async fn write_conn(&self) -> Result<PoolConnection<DB>> {
+        self.writer.acquire().await.map_err(store_error)
     }
 }
 
@@ -92,36 +110,37 @@ impl<DB: Backend> Store for SqlxStore<DB> {
     }
 
     async fn reclaim(&self, request: &ClaimRequest, seen: &Record) -> Result<Option<Claim>> {
-        DB::reclaim(&mut *self.conn().await?, request, seen).await
+        DB::reclaim(&mut *self.write_conn().await?, request, seen).await
     }
 
     async fn complete(&self, claim: &Claim, response: &StoredResponse) -> Result<()> {
-        let mut conn = self.conn().await?;
+        // The hook first: a paused request must not hold the writer from the others.
         self.hit(Point::BeforeComplete).await?;
+        let mut conn = self.write_conn().await?;
         DB::complete(&mut *conn, claim, response).await
     }
 
     async fn release(&self, claim: &Claim) -> Result<()> {
-        let mut conn = self.conn().await?;
         self.hit(Point::BeforeRelease).await?;
+        let mut conn = self.write_conn().await?;
         DB::release(&mut *conn, claim).await
     }
 
     async fn discard(&self, claim: &Claim) -> Result<()> {
-        let mut conn = self.conn().await?;
         self.hit(Point::BeforeRelease).await?;
+        let mut conn = self.write_conn().await?;
         DB::discard(&mut *conn, claim).await
     }
 
     async fn extend(&self, claim: &mut Claim) -> Result<()> {
-        DB::extend(&mut *self.conn().await?, claim).await
+        DB::extend(&mut *self.write_conn().await?, claim).await
     }
 
     async fn forget(&self, scope: &Scope) -> Result<bool> {
-        DB::forget(&mut *self.conn().await?, scope).await
+        DB::forget(&mut *self.write_conn().await?, scope).await
     }
 
     async fn sweep(&self, batch: u32) -> Result<u64> {
-        DB::sweep(&mut *self.conn().await?, batch).await
+        DB::sweep(&mut *self.write_conn().await?, batch).await
     }
 }

@@ -68,7 +68,9 @@ where
         // The readied service handles this request; the clone waits for the next poll_ready.
         let clone = self.inner.clone();
         let inner = mem::replace(&mut self.inner, clone);
-        let span = if self.config.honours(request.method()) {
+        // Requests without a key pass through: they pay for no span.
+        let keyed = request.headers().contains_key(crate::IDEMPOTENCY_KEY);
+        let span = if keyed && self.config.honours(request.method()) {
             tracing::info_span!(
                 "idempotency",
                 operation = field::Empty,

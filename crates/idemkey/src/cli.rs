@@ -27,6 +27,12 @@ pub(crate) enum Command {
     ///
     /// Exit status: 0 no case failed, 1 a case failed, 2 usage or connection error.
     Check(idemkey_check::CheckArgs),
+    /// Measure what idempotency costs: against a running service (--url) or one it starts.
+    ///
+    /// Each workload alternates its two sides in short rounds on one server; prints tables
+    /// and the ratios against their targets. Exit status: 0, or 1 if the storm found a key
+    /// with other than exactly one note.
+    Bench(crate::bench::BenchArgs),
 }
 
 impl Command {
@@ -36,6 +42,7 @@ impl Command {
             Self::Sweep(args) => crate::maintenance::sweep(args).await,
             Self::Forget(args) => crate::maintenance::forget(args).await,
             Self::Check(args) => Ok(idemkey_check::run(args).await.into()),
+            Self::Bench(args) => crate::bench::run(args).await,
         }
     }
 }
@@ -75,6 +82,11 @@ pub(crate) struct ServeArgs {
     /// The secret behind derived keys; set the same one on every instance. Random if unset.
     #[arg(long, env = "IDEMKEY_SECRET", hide_env_values = true)]
     pub(crate) secret: Option<String>,
+    /// Advanced (lease mode): how long a claim holds its key, renewed while the handler runs;
+    /// a claim whose process died blocks retries (409) this long, e.g. `30s`, `1500ms`.
+    #[arg(long, env = "IDEMKEY_LEASE", default_value = "30s", value_parser = parse_lease,
+        hide_short_help = true)]
+    pub(crate) lease: Duration,
 }
 
 #[derive(Debug, Args)]
@@ -109,6 +121,14 @@ fn parse_retention(value: &str) -> Result<Duration, String> {
     }
 }
 
+fn parse_lease(value: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(value) {
+        Ok(duration) if duration >= Duration::from_millis(100) => Ok(duration),
+        Ok(_) => Err("lease must be at least 100ms".to_owned()),
+        Err(error) => Err(format!("{error} (examples: 30s, 1500ms)")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,6 +139,8 @@ mod tests {
         assert!(parse_token("a=").is_err() && parse_token("nosecret").is_err());
         assert_eq!(parse_retention("90m").unwrap(), Duration::from_secs(5400));
         assert!(parse_retention("0s").is_err() && parse_retention("soon").is_err());
+        assert_eq!(parse_lease("1500ms").unwrap(), Duration::from_millis(1500));
+        assert!(parse_lease("10ms").is_err() && parse_lease("soon").is_err());
     }
 
     #[test]

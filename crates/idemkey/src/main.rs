@@ -1,6 +1,8 @@
 //! The `idemkey` binary: `serve` runs the reference notes service, `sweep` and `forget`
-//! maintain the records, `check` tests any API's idempotency keys from outside.
+//! maintain the records, `check` tests any API's idempotency keys from outside, `bench`
+//! measures what idempotency costs.
 
+mod bench;
 mod cli;
 mod database;
 mod maintenance;

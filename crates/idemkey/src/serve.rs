@@ -65,6 +65,7 @@ fn config(args: &ServeArgs) -> anyhow::Result<NotesConfig> {
         tokens,
         mode: args.mode,
         retention: args.retention,
+        lease: args.lease,
         optional_key: args.optional_key,
         secret: Arc::from(secret),
         metrics: Some(Arc::new(move || handle.render())),
@@ -91,7 +92,7 @@ async fn serve<DB: NotesDb>(
         .with_graceful_shutdown(shutdown())
         .await?;
     sweeper.abort();
-    store.pool().close().await;
+    store.close().await;
     tracing::info!("stopped");
     Ok(())
 }

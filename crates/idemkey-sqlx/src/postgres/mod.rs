@@ -43,9 +43,15 @@ impl SqlxStore<Postgres> {
 
     /// Opens a pool of [`DEFAULT_MAX_CONNECTIONS`] connections with `options` and applies
     /// idemkey's migrations.
+    ///
+    /// Connections are not pinged when taken from the pool (sqlx's `test_before_acquire`):
+    /// a ping is a round trip on every request's every acquire. A connection the server has
+    /// dropped fails its next statement instead, is closed, and the request is answered
+    /// `store-unavailable` (not executed), which a client retries with the same key.
     pub async fn connect_with(options: PgConnectOptions) -> Result<Self> {
         let pool = PgPoolOptions::new()
             .max_connections(DEFAULT_MAX_CONNECTIONS)
+            .test_before_acquire(false)
             .connect_with(options)
             .await
             .map_err(store_error)?;

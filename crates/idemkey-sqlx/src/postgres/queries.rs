@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use idemkey_core::{Claim, ClaimRequest, Error, Record, Result, Scope, StoredResponse, TryClaim};
-use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::postgres::{PgArguments, PgConnection, PgRow};
 use sqlx::{Pool, Postgres, Row, Transaction};
 
 use super::wait::{self, PgSettings};
@@ -31,17 +31,32 @@ const LOOKUP: &str = concat!(
 
 // The upsert replaces only an expired row; a live row makes it return nothing. Meeting an
 // uncommitted claim of the same scope, it waits for that transaction to end.
-const CLAIM: &str = concat!(
-    "INSERT INTO idemkey_records (actor, operation, idem_key, record_id, version, fingerprint, ",
-    "state, token, lease_until, expires_at, created_at, request_id, response) ",
-    "SELECT $1, $2, $3, $4, $5, $6, 0, 1, clock.t + $7, clock.t + $7 + $8, clock.t, $9, NULL ",
-    "FROM ",
-    clock!(),
-    " ON CONFLICT (actor, operation, idem_key) DO UPDATE SET record_id = excluded.record_id, ",
-    "version = excluded.version, fingerprint = excluded.fingerprint, state = 0, token = 1, ",
-    "lease_until = excluded.lease_until, expires_at = excluded.expires_at, ",
-    "created_at = excluded.created_at, request_id = excluded.request_id, response = NULL ",
-    "WHERE idemkey_records.expires_at <= excluded.created_at RETURNING token"
+macro_rules! claim_sql {
+    () => {
+        concat!(
+            "INSERT INTO idemkey_records (actor, operation, idem_key, record_id, version, ",
+            "fingerprint, state, token, lease_until, expires_at, created_at, request_id, ",
+            "response) SELECT $1, $2, $3, $4, $5, $6, 0, 1, clock.t + $7, clock.t + $7 + $8, ",
+            "clock.t, $9, NULL FROM ",
+            clock!(),
+            " ON CONFLICT (actor, operation, idem_key) DO UPDATE SET record_id = ",
+            "excluded.record_id, version = excluded.version, fingerprint = excluded.fingerprint, ",
+            "state = 0, token = 1, lease_until = excluded.lease_until, ",
+            "expires_at = excluded.expires_at, created_at = excluded.created_at, ",
+            "request_id = excluded.request_id, response = NULL ",
+            "WHERE idemkey_records.expires_at <= excluded.created_at RETURNING token"
+        )
+    };
+}
+
+const CLAIM: &str = claim_sql!();
+
+// Atomic mode's claim runs under a short `lock_timeout` set at BEGIN. On success the same
+// statement puts the session's own bound back (saved at BEGIN), saving a round trip:
+// RETURNING is evaluated once the row is written, so only after the insert has its lock.
+const CLAIM_RESTORING: &str = concat!(
+    claim_sql!(),
+    ", set_config('lock_timeout', current_setting('idemkey.lock_timeout'), true)"
 );
 
 const RECLAIM: &str = concat!(
@@ -131,28 +146,7 @@ impl Backend for Postgres {
     }
 
     async fn try_claim(conn: &mut Self::Connection, request: &ClaimRequest) -> Result<TryClaim> {
-        let acquired = Instant::now();
-        let record_id = idemkey_core::RecordId::new();
-        let claimed = scoped(CLAIM, &request.scope)
-            .bind(record_id.as_bytes().as_slice())
-            .bind(request.operation.version())
-            .bind(request.fingerprint.as_bytes().as_slice())
-            .bind(millis(request.lease))
-            .bind(millis(request.retention))
-            .bind(request.request_id.as_deref())
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(store_error)?;
-        if let Some(token) = token_of(claimed)? {
-            return Ok(TryClaim::Claimed(claim(
-                request, record_id, token, acquired, None,
-            )));
-        }
-        // The upsert locked the live row, so it cannot vanish before this lookup.
-        match Self::lookup(conn, &request.scope).await? {
-            Some(record) => Ok(TryClaim::Existing(record)),
-            None => Err(Error::Contention),
-        }
+        claim_with(conn, request, CLAIM).await
     }
 
     async fn reclaim(
@@ -241,6 +235,46 @@ impl Backend for Postgres {
     fn commit_error(error: sqlx::Error) -> Error {
         super::error::commit_error(error)
     }
+}
+
+/// Claims the scope with `sql` (the claim, or the claim that also restores the session's
+/// `lock_timeout`), or returns its live record.
+async fn claim_with(
+    conn: &mut PgConnection,
+    request: &ClaimRequest,
+    sql: &'static str,
+) -> Result<TryClaim> {
+    let acquired = Instant::now();
+    let record_id = idemkey_core::RecordId::new();
+    let claimed = scoped(sql, &request.scope)
+        .bind(record_id.as_bytes().as_slice())
+        .bind(request.operation.version())
+        .bind(request.fingerprint.as_bytes().as_slice())
+        .bind(millis(request.lease))
+        .bind(millis(request.retention))
+        .bind(request.request_id.as_deref())
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(store_error)?;
+    if let Some(token) = token_of(claimed)? {
+        return Ok(TryClaim::Claimed(claim(
+            request, record_id, token, acquired, None,
+        )));
+    }
+    // The upsert locked the live row, so it cannot vanish before this lookup.
+    match Postgres::lookup(conn, &request.scope).await? {
+        Some(record) => Ok(TryClaim::Existing(record)),
+        None => Err(Error::Contention),
+    }
+}
+
+/// Atomic mode's claim under a bound set at BEGIN; a successful claim also restores the
+/// session's `lock_timeout` (an existing record does not: the caller restores it).
+pub(super) async fn claim_restoring(
+    conn: &mut PgConnection,
+    request: &ClaimRequest,
+) -> Result<TryClaim> {
+    claim_with(conn, request, CLAIM_RESTORING).await
 }
 
 fn scoped<'q>(

@@ -9,9 +9,9 @@ use sqlx::{AssertSqlSafe, Pool, Postgres, Transaction};
 use tokio::sync::Semaphore;
 
 use super::error::is_lock_timeout;
+use crate::SqlxStore;
 use crate::error::{millis, store_error};
 use crate::failpoints::Point;
-use crate::{Backend, SqlxStore};
 
 /// How long an atomic claim waits for a concurrent claim of the same scope to commit or
 /// roll back before answering `request-in-flight`. Defaults to 5 s.
@@ -123,13 +123,15 @@ async fn begin(pool: &Pool<Postgres>, timeout: Duration) -> Result<Transaction<'
         .map_err(store_error)
 }
 
-/// The claim under the transaction's bound, then the session's bound back. `None` when the
-/// bound ran out: the transaction is aborted and must be rolled back.
+/// The claim under the transaction's bound, then the session's bound back (in the claim's
+/// own statement when it claims). `None` when the bound ran out: the transaction is aborted
+/// and must be rolled back.
 async fn claim(
     tx: &mut Transaction<'static, Postgres>,
     request: &ClaimRequest,
 ) -> Result<Option<TryClaim>> {
-    match Postgres::try_claim(tx, request).await {
+    match super::queries::claim_restoring(tx, request).await {
+        Ok(outcome @ TryClaim::Claimed(_)) => Ok(Some(outcome)),
         Ok(outcome) => {
             sqlx::query(RESTORE)
                 .execute(&mut **tx)

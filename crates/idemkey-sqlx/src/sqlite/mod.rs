@@ -6,8 +6,10 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use idemkey_core::Result;
-use sqlx::Sqlite;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use sqlx::{Connection, Sqlite};
 
 use crate::SqlxStore;
 use crate::error::store_error;
@@ -40,10 +42,21 @@ impl SqlxStore<Sqlite> {
         Self::connect_with(Self::connect_options(url)?).await
     }
 
-    /// Opens a pool of 8 connections with `options` and applies idemkey's migrations.
+    /// Opens a pool of 8 connections with `options` and applies idemkey's migrations. Write
+    /// transactions take a ninth connection of their own, one at a time (see
+    /// [`SqlxStore::begin_write`]).
+    ///
+    /// A pooled connection that still counts as inside a transaction is closed rather than
+    /// handed out: after a failed `COMMIT` (a full disk), SQLite has already rolled back, the
+    /// driver's `ROLLBACK` fails, and the connection would otherwise refuse every later
+    /// `BEGIN`. Give pools made elsewhere (for [`SqlxStore::from_pool`]) the same check.
     pub async fn connect_with(options: SqliteConnectOptions) -> Result<Self> {
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
+            // A ping is a round trip to the connection's worker thread on every acquire, and
+            // a connection to a local file has no peer that could have gone away.
+            .test_before_acquire(false)
+            .before_acquire(|conn, _| Box::pin(async move { Ok(!conn.is_in_transaction()) }))
             .connect_with(options)
             .await
             .map_err(store_error)?;
@@ -64,4 +77,85 @@ impl SqlxStore<Sqlite> {
     }
 }
 
+/// The pool of SQLite's write transactions: one connection on the same options, so the
+/// process's writers queue for it in order. Without it, each of several pooled writers polls
+/// the write lock in SQLite's busy handler, which sleeps 1, 2, 5, ... up to 100 ms between
+/// tries: under load some writers waited hundreds of milliseconds while the lock was free
+/// most of the time. Other processes on the same file still meet the busy timeout, and the
+/// wait in line here is bounded by [`DEFAULT_BUSY_TIMEOUT`] (or the pool's acquire timeout if
+/// shorter), past which the request is `store-unavailable` as before. A pool of one
+/// connection is its own writer.
+pub(crate) fn writer_pool(pool: &SqlitePool) -> SqlitePool {
+    let options = pool.options();
+    if options.get_max_connections() <= 1 {
+        return pool.clone();
+    }
+    SqlitePoolOptions::new()
+        .max_connections(1)
+        .test_before_acquire(false)
+        .acquire_timeout(options.get_acquire_timeout().min(DEFAULT_BUSY_TIMEOUT))
+        // See connect_with: a connection left inside a transaction is closed, not reused.
+        .before_acquire(|conn, _| Box::pin(async move { Ok(!conn.is_in_transaction()) }))
+        .connect_lazy_with((*pool.connect_options()).clone())
+}
+
 impl crate::backend::Sealed for Sqlite {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// With no busy wait at all, 16 concurrent write transactions of one store all begin:
+    /// they queue for the writer instead of meeting SQLite's lock.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writers_of_one_store_queue_instead_of_meeting_the_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("w.db").display());
+        let options = SqliteStore::connect_options(&url)
+            .unwrap()
+            .busy_timeout(Duration::ZERO);
+        let store = SqliteStore::connect_with(options).await.unwrap();
+        sqlx::query("CREATE TABLE _w (i INTEGER)")
+            .execute(store.pool())
+            .await
+            .unwrap();
+        let writers: Vec<_> = (0..16)
+            .map(|i| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    let mut tx = store.begin_write().await.unwrap();
+                    let insert = sqlx::query("INSERT INTO _w (i) VALUES (?1)").bind(i);
+                    insert.execute(&mut *tx).await.unwrap();
+                    tx.commit().await.unwrap();
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.await.unwrap();
+        }
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM _w")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(n, 16);
+        store.close().await;
+    }
+
+    /// A pool of one connection (the only way to use `sqlite::memory:`) is its own writer.
+    #[tokio::test]
+    async fn a_one_connection_pool_is_its_own_writer() {
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect("sqlite::memory:")
+            .await
+            .unwrap();
+        let store = SqliteStore::from_pool(pool);
+        store.migrate().await.unwrap();
+        let mut tx = store.begin_write().await.unwrap();
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM idemkey_records")
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
+        assert_eq!(n, 0);
+    }
+}

@@ -113,6 +113,10 @@ impl Backend for Sqlite {
 
     fn default_settings(_pool: &Pool<Self>) -> Self::Settings {}
 
+    fn writer_pool(pool: &Pool<Self>) -> Pool<Self> {
+        super::writer_pool(pool)
+    }
+
     async fn begin_write(pool: &Pool<Self>) -> Result<Transaction<'static, Self>> {
         // A deferred transaction that upgrades to a writer fails with SQLITE_BUSY under
         // concurrency, busy timeout or not; IMMEDIATE takes the write lock up front.

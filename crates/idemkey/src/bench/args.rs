@@ -1,0 +1,130 @@
+//! The `idemkey bench` command line.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use idemkey_notes::Mode;
+
+use super::runner::Budget;
+
+/// What `idemkey bench` measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Workload {
+    /// Create with a fresh key against create without a key (same server, same handler).
+    Create,
+    /// Replay of one key against `GET /v1/notes/{id}`.
+    Replay,
+    /// Many clients on one key at a time: exactly one note per key, and the losers' latency.
+    Storm,
+    /// 90 % new keys, 10 % retries of recent keys.
+    Mixed,
+    /// Keyed create against the same two-row transaction run directly through sqlx.
+    Ceiling,
+    /// In-process: a router with the idempotency layer against the same router without it,
+    /// on requests without a key.
+    Layer,
+    /// All of the above.
+    All,
+}
+
+impl Workload {
+    /// The workloads `list` names, `all` expanded, in a fixed order; the default set if empty.
+    pub(crate) fn expand(list: &[Self]) -> Vec<Self> {
+        let every = [
+            Self::Create,
+            Self::Replay,
+            Self::Storm,
+            Self::Mixed,
+            Self::Ceiling,
+            Self::Layer,
+        ];
+        if list.is_empty() {
+            return every[..4].to_vec();
+        }
+        let all = list.contains(&Self::All);
+        every
+            .into_iter()
+            .filter(|w| all || list.contains(w))
+            .collect()
+    }
+
+    /// Whether it sends HTTP requests to the service.
+    pub(crate) fn needs_service(self) -> bool {
+        !matches!(self, Self::Layer | Self::All)
+    }
+}
+
+/// Arguments of `idemkey bench`.
+#[derive(Debug, Args)]
+pub(crate) struct BenchArgs {
+    /// Workloads to run (default: create replay storm mixed).
+    #[arg(value_enum, value_name = "WORKLOAD")]
+    pub(crate) workloads: Vec<Workload>,
+    /// A running service's base URL (http://HOST:PORT); default: start `idemkey serve`.
+    /// Keyed and key-less creates must both be accepted (`--optional-key`).
+    #[arg(long, requires = "token")]
+    pub(crate) url: Option<String>,
+    /// The running service's bearer token (with --url).
+    #[arg(long, env = "IDEMKEY_BENCH_TOKEN", hide_env_values = true)]
+    pub(crate) token: Option<String>,
+    /// The database: `sqlite://FILE` or `postgres://...` (a fresh schema is made in it and
+    /// dropped at the end). Default: a new SQLite file in a temporary directory. With --url,
+    /// the service's own database, used as it is (for `ceiling` and `layer`).
+    #[arg(long)]
+    pub(crate) database_url: Option<String>,
+    /// The mode of the service the bench starts: atomic or lease.
+    #[arg(long, default_value = "atomic")]
+    pub(crate) mode: Mode,
+    /// How long each side of each workload runs, e.g. `10s` (default 10s).
+    #[arg(long, value_parser = parse_duration, conflicts_with = "requests")]
+    pub(crate) duration: Option<Duration>,
+    /// How many requests each side of each workload sends, instead of a duration.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) requests: Option<u64>,
+    /// Clients sending at once, each on its own keep-alive connection.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub(crate) concurrency: u32,
+    /// Each side's budget is split into this many rounds, alternating with the other side's.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub(crate) rounds: u32,
+    /// Clients racing on each key in the storm.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(2..=1024))]
+    pub(crate) storm_clients: u32,
+    /// Also write the results as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) json: Option<PathBuf>,
+}
+
+impl BenchArgs {
+    /// Each side's budget.
+    pub(crate) fn budget(&self) -> Budget {
+        match (self.requests, self.duration) {
+            (Some(n), _) => Budget::Requests(n),
+            (None, Some(time)) => Budget::Time(time),
+            (None, None) => Budget::Time(Duration::from_secs(10)),
+        }
+    }
+}
+
+fn parse_duration(value: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(value) {
+        Ok(duration) if duration >= Duration::from_millis(10) => Ok(duration),
+        Ok(_) => Err("duration must be at least 10ms".to_owned()),
+        Err(error) => Err(format!("{error} (examples: 10s, 2m)")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workloads_expand_in_order() {
+        use Workload::*;
+        assert_eq!(Workload::expand(&[]), vec![Create, Replay, Storm, Mixed]);
+        assert_eq!(Workload::expand(&[Layer, Create]), vec![Create, Layer]);
+        assert_eq!(Workload::expand(&[All]).len(), 6);
+        assert!(parse_duration("5ms").is_err() && parse_duration("2s").is_ok());
+    }
+}

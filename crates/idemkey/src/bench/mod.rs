@@ -1,0 +1,265 @@
+//! `idemkey bench`: what idempotency costs against the business write it protects.
+//!
+//! Every workload compares two things measured against one server in one run, alternating
+//! the two sides in short rounds so that drift hits both: create with a key against create
+//! without one, a replay against a plain GET, a duplicate storm against a burst of distinct
+//! keys and lone requests, the service against the raw two-row transaction (`ceiling`), and
+//! in-process, a router with the layer against the same router without it (`layer`).
+//!
+//! The files: [`args`] the command line, [`client`] one keep-alive connection per worker,
+//! [`runner`] rounds and workers, [`workloads`] and [`storm`] over HTTP, [`ceiling`] and
+//! [`layer`] without HTTP, [`stats`] histograms, [`report`] tables and JSON, [`server`] and
+//! [`fixture`] the service and the database the bench starts and removes.
+
+mod args;
+mod ceiling;
+mod client;
+mod fixture;
+mod layer;
+mod report;
+mod runner;
+mod server;
+mod stats;
+mod storm;
+mod workloads;
+
+use std::io::IsTerminal;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use idemkey_notes::Mode;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+pub(crate) use args::BenchArgs;
+use args::Workload;
+use client::{Conn, Target};
+use fixture::Fixture;
+use report::{Ratio, Report, WorkloadReport};
+use runner::{Budget, Worker};
+use server::Server;
+
+/// What every workload of a run shares.
+pub(crate) struct Ctx {
+    budget: Budget,
+    rounds: u32,
+    concurrency: usize,
+    /// Makes keys and titles unique to this run.
+    prefix: String,
+    mode: Mode,
+    /// The database, for the workloads that use it directly.
+    database_url: Option<String>,
+}
+
+impl Ctx {
+    /// A progress bar of `len` steps on stderr, hidden when stderr is not a terminal.
+    fn bar(&self, name: &str, len: u32) -> ProgressBar {
+        let target = if std::io::stderr().is_terminal() {
+            ProgressDrawTarget::stderr()
+        } else {
+            ProgressDrawTarget::hidden()
+        };
+        let bar = ProgressBar::with_draw_target(Some(u64::from(len)), target);
+        let style =
+            ProgressStyle::with_template("{prefix:>8} {bar:30} {pos}/{len} rounds {elapsed}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar());
+        bar.set_style(style);
+        bar.set_prefix(name.to_owned());
+        bar
+    }
+}
+
+/// Runs the workloads, prints the tables, writes the JSON; exit 1 if a correctness check
+/// (one note per key in the storm) failed.
+pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    let workloads = Workload::expand(&args.workloads);
+    let load_before = loadavg();
+    let run = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
+    let external = args.url.is_some();
+    let fixture = match (&args.url, &args.database_url) {
+        (Some(_), None) => None,
+        (Some(_), Some(url)) => Some(Fixture::existing(url)),
+        (None, url) => Some(Fixture::prepare(url.as_deref(), &run).await?),
+    };
+    let ctx = Ctx {
+        budget: args.budget(),
+        rounds: args.rounds,
+        concurrency: args.concurrency as usize,
+        prefix: format!("bench-{run}"),
+        mode: args.mode,
+        database_url: fixture.as_ref().map(|f| f.url.clone()),
+    };
+    // On SIGINT or SIGTERM the measurement is dropped (which kills the server it started)
+    // and the database is still cleaned up.
+    let result = tokio::select! {
+        result = measure(&args, &ctx, &workloads, &run) => result,
+        () = interrupted() => Err(anyhow::anyhow!("interrupted")),
+    };
+    if let Some(fixture) = fixture {
+        fixture.remove().await;
+    }
+    let mut report = Report {
+        setup: setup(&args, &ctx, external, &run),
+        ..result?
+    };
+    report.setup["load_before"] = load_before.into();
+    report.setup["load_after"] = loadavg().into();
+    println!("{}", report.tables());
+    if let Some(path) = &args.json {
+        report.write_json(path)?;
+    }
+    Ok(if report.check_failed() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Starts the service if needed, runs every workload, stops the service.
+async fn measure(
+    args: &BenchArgs,
+    ctx: &Ctx,
+    workloads: &[Workload],
+    run: &str,
+) -> anyhow::Result<Report> {
+    let mut server = None;
+    let target = if !workloads.iter().any(|w| w.needs_service()) {
+        None
+    } else if let (Some(url), Some(token)) = (&args.url, &args.token) {
+        Some(Target::new(resolve(url).await?, token)?)
+    } else {
+        let url = ctx.database_url.as_deref().context("no database")?;
+        let token = format!("bench-{run}");
+        let started = Server::start(url, ctx.mode, &token).await?;
+        let target = Target::new(started.addr, &token)?;
+        server = Some(started);
+        Some(target)
+    };
+    let result = run_all(args, ctx, workloads, target.as_ref()).await;
+    if let Some(server) = server {
+        server.stop().await;
+    }
+    result
+}
+
+async fn run_all(
+    args: &BenchArgs,
+    ctx: &Ctx,
+    workloads: &[Workload],
+    target: Option<&Target>,
+) -> anyhow::Result<Report> {
+    let mut workers = Vec::new();
+    if let Some(target) = target {
+        for id in 0..ctx.concurrency {
+            workers.push(Worker::new(id, Some(Conn::open(target).await?)));
+        }
+    }
+    let mut reports = Vec::new();
+    let mut ratios = Vec::new();
+    for workload in workloads {
+        let (report, mut found) = one(args, ctx, *workload, target, &mut workers).await?;
+        reports.push(report);
+        ratios.append(&mut found);
+    }
+    Ok(Report {
+        setup: serde_json::Value::Null,
+        workloads: reports,
+        ratios,
+    })
+}
+
+async fn one(
+    args: &BenchArgs,
+    ctx: &Ctx,
+    workload: Workload,
+    target: Option<&Target>,
+    workers: &mut Vec<Worker>,
+) -> anyhow::Result<(WorkloadReport, Vec<Ratio>)> {
+    Ok(match (workload, target) {
+        (Workload::Create, _) => workloads::create(ctx, workers).await,
+        (Workload::Replay, _) => workloads::replay(ctx, workers).await?,
+        (Workload::Mixed, _) => (workloads::mixed(ctx, workers).await, Vec::new()),
+        (Workload::Storm, Some(target)) => {
+            let mut clients = Vec::new();
+            for _ in 0..args.storm_clients {
+                clients.push(Conn::open(target).await?);
+            }
+            storm::storm(ctx, &mut clients).await?
+        }
+        (Workload::Ceiling, _) => {
+            let url = ctx
+                .database_url
+                .as_deref()
+                .context("ceiling needs --database-url (the service's database)")?;
+            ceiling::ceiling(ctx, url, workers).await?
+        }
+        (Workload::Layer, _) => layer::layer(ctx).await?,
+        (Workload::Storm | Workload::All, _) => bail!("nothing to run for {workload:?}"),
+    })
+}
+
+/// The socket address of an `http://HOST:PORT` URL.
+async fn resolve(url: &str) -> anyhow::Result<SocketAddr> {
+    let Some(rest) = url.strip_prefix("http://") else {
+        bail!("--url must start with http://, got {url:?}");
+    };
+    let authority = rest.split('/').next().unwrap_or_default();
+    let authority = if authority.contains(':') {
+        authority.to_owned()
+    } else {
+        format!("{authority}:80")
+    };
+    tokio::net::lookup_host(&authority)
+        .await
+        .with_context(|| format!("cannot resolve {authority}"))?
+        .next()
+        .with_context(|| format!("no address for {authority}"))
+}
+
+fn setup(args: &BenchArgs, ctx: &Ctx, external: bool, run: &str) -> serde_json::Value {
+    let redact = |url: &String| crate::database::redact(url);
+    serde_json::json!({
+        "run": run,
+        "service": args.url.clone().unwrap_or_else(|| "started by the bench (idemkey serve --optional-key)".into()),
+        "database": ctx.database_url.as_ref().map(redact),
+        "mode": if external { "as configured".to_owned() } else { ctx.mode.to_string() },
+        "concurrency": ctx.concurrency,
+        "budget_per_side": match ctx.budget {
+            Budget::Time(t) => format!("{}s", t.as_secs_f64()),
+            Budget::Requests(n) => format!("{n} requests"),
+        },
+        "rounds": ctx.rounds,
+        "storm_clients": args.storm_clients,
+        "cpus": std::thread::available_parallelism().map(usize::from).unwrap_or(1),
+        "version": env!("CARGO_PKG_VERSION"),
+    })
+}
+
+async fn interrupted() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut terminate) => tokio::select! {
+                _ = tokio::signal::ctrl_c() => {},
+                _ = terminate.recv() => {},
+            },
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// The 1, 5 and 15 minute load averages, to tell whether other work shared the machine.
+fn loadavg() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    Some(
+        text.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" "),
+    )
+}

@@ -1,0 +1,204 @@
+//! Workers driving an operation for a budget, and pairs of operations alternating in short
+//! rounds so that drift (a checkpoint, another process, a warming cache) hits both sides.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use indicatif::ProgressBar;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
+use super::client::Conn;
+use super::stats::Samples;
+
+/// How much each side of a workload runs, in total over its rounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Budget {
+    /// Wall time.
+    Time(Duration),
+    /// Requests (or transactions).
+    Requests(u64),
+}
+
+impl Budget {
+    /// One round's share of the budget (at least one request, or a millisecond).
+    pub(crate) fn per_round(self, rounds: u32) -> Self {
+        let rounds = rounds.max(1);
+        match self {
+            Self::Time(total) => Self::Time((total / rounds).max(Duration::from_millis(1))),
+            Self::Requests(total) => Self::Requests(total.div_ceil(u64::from(rounds)).max(1)),
+        }
+    }
+}
+
+/// A worker: its connection and what its operations remember between requests.
+pub(crate) struct Worker {
+    /// Its own keep-alive connection (`None` for operations that talk to the database).
+    pub(crate) conn: Option<Conn>,
+    /// Its index, part of every key it makes.
+    pub(crate) id: usize,
+    /// Requests it has made, the other part of its keys.
+    pub(crate) seq: u64,
+    /// Its most recent keys, for retries.
+    pub(crate) recent: VecDeque<u64>,
+    /// Its random choices, seeded by its index so runs are comparable.
+    pub(crate) rng: StdRng,
+}
+
+impl Worker {
+    /// Worker `id`, on `conn`.
+    pub(crate) fn new(id: usize, conn: Option<Conn>) -> Self {
+        Self {
+            conn,
+            id,
+            seq: 0,
+            recent: VecDeque::new(),
+            rng: StdRng::seed_from_u64(id as u64),
+        }
+    }
+
+    /// The next sequence number of this worker.
+    pub(crate) fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+}
+
+/// What a worker does, over and over.
+pub(crate) trait Op: Send + Sync + 'static {
+    /// How many classes of answers it records apart (the first is the main one).
+    fn classes(&self) -> usize {
+        1
+    }
+
+    /// One request: `Ok(class)` for an expected answer, `Err(status)` otherwise (0: none).
+    fn call(&self, worker: &mut Worker) -> impl Future<Output = Result<usize, u16>> + Send;
+}
+
+/// Runs `op` on every worker for one round's `budget`; returns one [`Samples`] per class.
+pub(crate) async fn round<O: Op>(
+    op: &Arc<O>,
+    workers: &mut Vec<Worker>,
+    budget: Budget,
+) -> Vec<Samples> {
+    let left = Arc::new(AtomicU64::new(match budget {
+        Budget::Requests(n) => n,
+        Budget::Time(_) => u64::MAX,
+    }));
+    let start = Instant::now();
+    let deadline = match budget {
+        Budget::Time(time) => start + time,
+        Budget::Requests(_) => start + Duration::from_secs(24 * 3600),
+    };
+    let tasks: Vec<_> = workers
+        .drain(..)
+        .map(|worker| {
+            let (op, left) = (op.clone(), left.clone());
+            tokio::spawn(work(op, worker, left, deadline))
+        })
+        .collect();
+    let mut merged = vec![Samples::default(); op.classes()];
+    for task in tasks {
+        // A worker panics only on a bug in the bench itself: propagate it.
+        let (worker, samples) = task
+            .await
+            .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+        workers.push(worker);
+        for (into, from) in merged.iter_mut().zip(&samples) {
+            into.merge(from);
+        }
+    }
+    let elapsed = start.elapsed();
+    for samples in &mut merged {
+        samples.elapsed = elapsed;
+    }
+    merged
+}
+
+async fn work<O: Op>(
+    op: Arc<O>,
+    mut worker: Worker,
+    left: Arc<AtomicU64>,
+    deadline: Instant,
+) -> (Worker, Vec<Samples>) {
+    let classes = op.classes();
+    let mut samples = vec![Samples::default(); classes];
+    loop {
+        let taken = left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        if taken.is_err() || Instant::now() >= deadline {
+            break;
+        }
+        let start = Instant::now();
+        match op.call(&mut worker).await {
+            Ok(class) => samples[class.min(classes - 1)].ok(start.elapsed()),
+            Err(status) => samples[0].error(status),
+        }
+    }
+    (worker, samples)
+}
+
+/// Adds a round's samples to a side's, wall time included.
+pub(crate) fn accumulate(side: &mut [Samples], round: &[Samples]) {
+    for (into, from) in side.iter_mut().zip(round) {
+        into.merge(from);
+        into.elapsed += from.elapsed;
+    }
+}
+
+/// Runs `a` and `b` in alternating rounds (a b, b a, a b, ...) on the same workers.
+pub(crate) async fn pair<A: Op, B: Op>(
+    a: &Arc<A>,
+    b: &Arc<B>,
+    workers: &mut Vec<Worker>,
+    budget: Budget,
+    rounds: u32,
+    bar: &ProgressBar,
+) -> (Vec<Samples>, Vec<Samples>) {
+    let mut side_a = vec![Samples::default(); a.classes()];
+    let mut side_b = vec![Samples::default(); b.classes()];
+    let share = budget.per_round(rounds);
+    for r in 0..rounds.max(1) {
+        if r % 2 == 0 {
+            accumulate(&mut side_a, &round(a, workers, share).await);
+            accumulate(&mut side_b, &round(b, workers, share).await);
+        } else {
+            accumulate(&mut side_b, &round(b, workers, share).await);
+            accumulate(&mut side_a, &round(a, workers, share).await);
+        }
+        bar.inc(1);
+    }
+    (side_a, side_b)
+}
+
+/// Runs `op` alone, in `rounds` rounds.
+pub(crate) async fn single<O: Op>(
+    op: &Arc<O>,
+    workers: &mut Vec<Worker>,
+    budget: Budget,
+    rounds: u32,
+    bar: &ProgressBar,
+) -> Vec<Samples> {
+    let mut side = vec![Samples::default(); op.classes()];
+    let share = budget.per_round(rounds);
+    for _ in 0..rounds.max(1) {
+        accumulate(&mut side, &round(op, workers, share).await);
+        bar.inc(1);
+    }
+    side
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budgets_split_into_rounds() {
+        assert_eq!(Budget::Requests(50).per_round(10), Budget::Requests(5));
+        assert_eq!(Budget::Requests(3).per_round(10), Budget::Requests(1));
+        let time = Budget::Time(Duration::from_secs(10)).per_round(10);
+        assert_eq!(time, Budget::Time(Duration::from_secs(1)));
+    }
+}

@@ -1,0 +1,150 @@
+//! PostgreSQL connections dropped mid-request (`pg_terminate_backend`): while a request is
+//! paused at a failpoint, or while its business write waits inside the database.
+//!
+//! A drop before the commit is sent leaves nothing and answers 503 `store-unavailable`; a
+//! drop that loses the reply to `COMMIT` answers 500 `outcome-unknown`; either way the
+//! retry executes exactly once. Needs `IDEMKEY_TEST_PG_URL` (skipped loudly outside CI).
+#![allow(clippy::unwrap_used)]
+
+mod reliability;
+
+use std::time::Duration;
+
+use idemkey_notes::Mode;
+use idemkey_sqlx::failpoints::Point;
+use reliability::app::{Action, App, created_id};
+use reliability::db::Backend;
+use reliability::pg::{Hold, terminate};
+use reliability::problem_slug;
+
+const LEASE: Duration = Duration::from_secs(4);
+const IN_TRANSACTION: &str = "state = 'idle in transaction'";
+
+async fn app(mode: Mode) -> Option<App> {
+    App::start(Backend::Postgres, mode, LEASE).await
+}
+
+/// Sends `key`, pauses it at `point`, drops the connections matching `condition`, lets it go
+/// on, and returns the answer.
+async fn dropped_at(app: &App, key: &str, point: Point, condition: &str) -> reqwest::Response {
+    app.faults.arm(point, Action::Pause);
+    let request = tokio::spawn(app.post_owned(key));
+    app.faults.reached().await;
+    assert!(
+        terminate(&app.db, condition).await >= 1,
+        "{key}: a connection dropped"
+    );
+    app.faults.go();
+    request.await.unwrap()
+}
+
+/// Nothing of `key` is left, then the retry executes exactly once and replays.
+async fn nothing_left_then_once(app: &App, key: &str) {
+    let left = (app.notes(key).await, app.record(key).await);
+    assert_eq!(left, (vec![], None), "{key}: nothing half-written");
+    let id = created_id(app.post(key, key).await).await;
+    let replay = app.post(key, key).await;
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    assert_eq!(created_id(replay).await, id);
+    assert_eq!(app.notes(key).await, [id], "{key}: one note");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn atomic_drop_before_complete_is_503_and_leaves_nothing() {
+    let Some(app) = app(Mode::Atomic).await else {
+        return;
+    };
+    let key = "drop-before-complete";
+    let answer = dropped_at(&app, key, Point::BeforeComplete, IN_TRANSACTION).await;
+    assert_eq!(answer.status(), 503);
+    assert_eq!(problem_slug(answer).await, "store-unavailable");
+    nothing_left_then_once(&app, key).await;
+}
+
+/// The commit's reply is lost: the client is told the outcome is unknown. (The connection
+/// died before `COMMIT` reached the server, so here it did not commit.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn atomic_drop_at_commit_is_500_outcome_unknown() {
+    let Some(app) = app(Mode::Atomic).await else {
+        return;
+    };
+    let key = "drop-at-commit";
+    let answer = dropped_at(&app, key, Point::BeforeCommit, IN_TRANSACTION).await;
+    assert_eq!(answer.status(), 500);
+    assert_eq!(problem_slug(answer).await, "outcome-unknown");
+    nothing_left_then_once(&app, key).await;
+}
+
+/// The connection dies while the note's insert waits inside the database: the handler fails,
+/// its rollback cannot reach the server either, and nothing is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn atomic_drop_during_the_business_write_leaves_nothing() {
+    let Some(app) = app(Mode::Atomic).await else {
+        return;
+    };
+    let key = "drop-during-write";
+    let answer = dropped_during_write(&app, key).await;
+    assert_eq!(answer.status(), 500);
+    assert_eq!(problem_slug(answer).await, "internal");
+    nothing_left_then_once(&app, key).await;
+}
+
+/// Lease mode: the claim's own commit loses its reply. Nothing ran, so 503, not
+/// `outcome-unknown`; the claim did not commit, and the retry executes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_drop_at_the_claim_commit_is_503() {
+    let Some(app) = app(Mode::Lease).await else {
+        return;
+    };
+    let key = "lease-drop-at-commit";
+    let answer = dropped_at(&app, key, Point::BeforeCommit, IN_TRANSACTION).await;
+    assert_eq!(answer.status(), 503);
+    assert_eq!(problem_slug(answer).await, "store-unavailable");
+    nothing_left_then_once(&app, key).await;
+}
+
+/// Lease mode: every pooled connection drops while the response is about to be stored; the
+/// completion is retried on a new connection, and the key replays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_drop_before_complete_is_retried_on_a_new_connection() {
+    let Some(app) = app(Mode::Lease).await else {
+        return;
+    };
+    let key = "lease-drop-before-complete";
+    let answer = dropped_at(&app, key, Point::BeforeComplete, "state = 'idle'").await;
+    let id = created_id(answer).await;
+    assert_eq!(app.record(key).await, Some(2), "completed");
+    let replay = app.post(key, key).await;
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    assert_eq!(created_id(replay).await, id);
+    assert_eq!(app.notes(key).await, [id]);
+}
+
+/// Lease mode: the business write's connection dies; the claim is released (on another
+/// connection), and the retry executes once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_drop_during_the_business_write_releases_the_claim() {
+    let Some(app) = app(Mode::Lease).await else {
+        return;
+    };
+    let key = "lease-drop-during-write";
+    let answer = dropped_during_write(&app, key).await;
+    assert_eq!(answer.status(), 500);
+    assert_eq!(problem_slug(answer).await, "internal");
+    assert_eq!(app.record(key).await, Some(1), "released");
+    assert_eq!(app.notes(key).await, Vec::<String>::new());
+    let id = created_id(app.post(key, key).await).await;
+    assert_eq!(app.notes(key).await, [id]);
+}
+
+/// Holds the note's insert inside the database, terminates its connection, and returns the
+/// answer.
+async fn dropped_during_write(app: &App, key: &str) -> reqwest::Response {
+    let hold = Hold::install(&app.db, key).await;
+    let request = tokio::spawn(app.post_owned(key));
+    let pid = Hold::waiter(&app.db).await;
+    let condition = format!("pid = {pid}");
+    assert_eq!(terminate(&app.db, &condition).await, 1);
+    hold.release().await;
+    request.await.unwrap()
+}
