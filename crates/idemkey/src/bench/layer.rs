@@ -8,6 +8,7 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use anyhow::Context;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
@@ -62,7 +63,7 @@ pub(crate) async fn layer(ctx: &Ctx) -> anyhow::Result<(WorkloadReport, Vec<Rati
     let url = ctx
         .database_url
         .as_deref()
-        .unwrap_or("sqlite://idemkey-bench.db");
+        .context("layer needs --database-url when --url is given")?;
     match open(url, true).await? {
         Database::Sqlite(store) => pairs(ctx, store).await,
         Database::Postgres(store) => pairs(ctx, store).await,
