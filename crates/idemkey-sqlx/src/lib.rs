@@ -55,6 +55,7 @@ mod postgres;
 mod row;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+mod statements;
 mod store;
 
 pub use atomic::{AtomicBegin, AtomicClaim};
