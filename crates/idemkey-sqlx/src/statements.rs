@@ -1,7 +1,8 @@
 //! The fenced statements whose code is the same on every backend, once: each backend's
 //! `impl Backend` expands [`fenced_statements!`] with its own SQL constants (`RECLAIM`,
 //! `COMPLETE`, `RELEASE`, `DISCARD`, `EXTEND`, `FORGET`, `SWEEP`) and its own typed helpers
-//! (`scoped`, `held`, `token_of`) in scope.
+//! (`scoped`, `held`, `token_of`) in scope; [`claim_with!`] likewise gives each backend the
+//! claim's upsert-then-lookup.
 
 /// Expands to the `reclaim`, `complete`, `release`, `discard`, `extend`, `forget` and `sweep`
 /// methods of an `impl Backend` block.
@@ -89,3 +90,41 @@ macro_rules! fenced_statements {
 }
 
 pub(crate) use fenced_statements;
+
+/// Expands to `claim_with(conn, request, sql)` for a backend: the claim upsert (`sql`, binding
+/// the scope, record id, version, fingerprint, lease, retention and request id), then the live
+/// record if the upsert claimed nothing. Run inside a write transaction.
+macro_rules! claim_with {
+    ($db:ty) => {
+        async fn claim_with(
+            conn: &mut <$db as sqlx::Database>::Connection,
+            request: &ClaimRequest,
+            sql: &'static str,
+        ) -> Result<TryClaim> {
+            let acquired = Instant::now();
+            let record_id = idemkey_core::RecordId::new();
+            let claimed = scoped(sql, &request.scope)
+                .bind(record_id.as_bytes().as_slice())
+                .bind(request.operation.version())
+                .bind(request.fingerprint.as_bytes().as_slice())
+                .bind(millis(request.lease))
+                .bind(millis(request.retention))
+                .bind(request.request_id.as_deref())
+                .fetch_optional(&mut *conn)
+                .await
+                .map_err(store_error)?;
+            if let Some(token) = token_of(claimed)? {
+                return Ok(TryClaim::Claimed(claim(
+                    request, record_id, token, acquired, None,
+                )));
+            }
+            // The upsert locked the live row, so it cannot vanish before this lookup.
+            match <$db as crate::Backend>::lookup(conn, &request.scope).await? {
+                Some(record) => Ok(TryClaim::Existing(record)),
+                None => Err(Error::Contention),
+            }
+        }
+    };
+}
+
+pub(crate) use claim_with;

@@ -160,36 +160,9 @@ impl Backend for Postgres {
     }
 }
 
-/// Claims the scope with `sql` (the claim, or the claim that also restores the session's
-/// `lock_timeout`), or returns its live record.
-async fn claim_with(
-    conn: &mut PgConnection,
-    request: &ClaimRequest,
-    sql: &'static str,
-) -> Result<TryClaim> {
-    let acquired = Instant::now();
-    let record_id = idemkey_core::RecordId::new();
-    let claimed = scoped(sql, &request.scope)
-        .bind(record_id.as_bytes().as_slice())
-        .bind(request.operation.version())
-        .bind(request.fingerprint.as_bytes().as_slice())
-        .bind(millis(request.lease))
-        .bind(millis(request.retention))
-        .bind(request.request_id.as_deref())
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(store_error)?;
-    if let Some(token) = token_of(claimed)? {
-        return Ok(TryClaim::Claimed(claim(
-            request, record_id, token, acquired, None,
-        )));
-    }
-    // The upsert locked the live row, so it cannot vanish before this lookup.
-    match Postgres::lookup(conn, &request.scope).await? {
-        Some(record) => Ok(TryClaim::Existing(record)),
-        None => Err(Error::Contention),
-    }
-}
+// `claim_with(conn, request, sql)`: CLAIM, or CLAIM_RESTORING, which also restores the
+// session's `lock_timeout`.
+crate::statements::claim_with!(Postgres);
 
 /// Atomic mode's claim under a bound set at BEGIN; a successful claim also restores the
 /// session's `lock_timeout` (an existing record does not: the caller restores it).

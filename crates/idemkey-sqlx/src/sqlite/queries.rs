@@ -137,33 +137,13 @@ impl Backend for Sqlite {
     }
 
     async fn try_claim(conn: &mut Self::Connection, request: &ClaimRequest) -> Result<TryClaim> {
-        let acquired = Instant::now();
-        let record_id = idemkey_core::RecordId::new();
-        let claimed = scoped(CLAIM, &request.scope)
-            .bind(record_id.as_bytes().as_slice())
-            .bind(request.operation.version())
-            .bind(request.fingerprint.as_bytes().as_slice())
-            .bind(millis(request.lease))
-            .bind(millis(request.retention))
-            .bind(request.request_id.as_deref())
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(store_error)?;
-        if let Some(token) = token_of(claimed)? {
-            return Ok(TryClaim::Claimed(claim(
-                request, record_id, token, acquired, None,
-            )));
-        }
-        match Self::lookup(conn, &request.scope).await? {
-            Some(record) => Ok(TryClaim::Existing(record)),
-            // Only a concurrent delete between the two statements gets here; a transaction
-            // prevents it, so this is a store fault rather than a state to handle.
-            None => Err(Error::Contention),
-        }
+        claim_with(conn, request, CLAIM).await
     }
 
     crate::statements::fenced_statements!();
 }
+
+crate::statements::claim_with!(Sqlite);
 
 fn scoped<'q>(
     sql: &'static str,
