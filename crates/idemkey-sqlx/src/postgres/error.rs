@@ -7,6 +7,9 @@ use crate::error::store_error;
 /// SQLSTATE of a statement that gave up waiting for a lock (`lock_timeout`).
 const LOCK_NOT_AVAILABLE: &str = "55P03";
 
+/// SQLSTATE of a cancelled statement ("canceling statement due to user request").
+const QUERY_CANCELED: &str = "57014";
+
 fn code(error: &sqlx::Error) -> Option<String> {
     match error {
         sqlx::Error::Database(db) => db.code().map(|code| code.into_owned()),
@@ -19,15 +22,22 @@ pub(super) fn is_retryable(error: &sqlx::Error) -> bool {
     code(error).is_some_and(|code| code == "40001" || code == "40P01")
 }
 
-/// Whether a store error is a statement that ran out of its `lock_timeout`.
-pub(super) fn is_lock_timeout(error: &Error) -> bool {
-    let Error::Unavailable(source) = error else {
+/// Whether a claim's lock wait ended without the lock: its `lock_timeout` ran out (55P03),
+/// or it was cancelled (57014).
+///
+/// PostgreSQL's lock timeout signals the waiting backend with a cancel; when the lock is
+/// granted in the same instant the timeout's flag is cleared but the cancel is still pending,
+/// and the statement fails as "canceling statement due to user request" (seen under the
+/// benchmark's duplicate storms). An operator's `pg_cancel_backend` lands here too. Either
+/// way the claim's transaction rolled back and nothing ran: the request is in flight.
+pub(super) fn is_lock_wait_ended(error: &Error) -> bool {
+    let (Error::Unavailable(source) | Error::Backend(source)) = error else {
         return false;
     };
     source
         .downcast_ref::<sqlx::Error>()
         .and_then(code)
-        .is_some_and(|code| code == LOCK_NOT_AVAILABLE)
+        .is_some_and(|code| code == LOCK_NOT_AVAILABLE || code == QUERY_CANCELED)
 }
 
 /// A commit whose reply was lost may or may not have committed.
@@ -76,7 +86,7 @@ mod tests {
     #[test]
     fn io_is_neither_retryable_nor_a_lock_timeout() {
         assert!(!is_retryable(&io()));
-        assert!(!is_lock_timeout(&store_error(io())));
-        assert!(!is_lock_timeout(&Error::Contention));
+        assert!(!is_lock_wait_ended(&store_error(io())));
+        assert!(!is_lock_wait_ended(&Error::Contention));
     }
 }

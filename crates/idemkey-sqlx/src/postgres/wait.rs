@@ -8,7 +8,7 @@ use idemkey_core::{ClaimRequest, Result, TryClaim};
 use sqlx::{AssertSqlSafe, Pool, Postgres, Transaction};
 use tokio::sync::Semaphore;
 
-use super::error::is_lock_timeout;
+use super::error::is_lock_wait_ended;
 use crate::SqlxStore;
 use crate::error::{millis, store_error};
 use crate::failpoints::Point;
@@ -139,7 +139,7 @@ async fn claim(
                 .map_err(store_error)?;
             Ok(Some(outcome))
         }
-        Err(error) if is_lock_timeout(&error) => Ok(None),
+        Err(error) if is_lock_wait_ended(&error) => Ok(None),
         Err(error) => Err(error),
     }
 }

@@ -99,6 +99,35 @@ async fn a_wait_past_the_claim_lock_timeout_is_in_flight() {
     assert_eq!(PgFixture::count_notes(&store).await, 1);
 }
 
+/// A claim whose lock wait is cancelled (57014: what PostgreSQL reports when the lock timeout
+/// fires in the instant the lock is granted, and what an operator's `pg_cancel_backend`
+/// causes) is in flight, not a store failure: it rolled back and nothing ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_claim_wait_is_in_flight() {
+    if !PgFixture::available() {
+        return;
+    }
+    let store = PgFixture::store().await.with_claim_lock_timeout(PATIENT);
+    let (gate, winner, duplicate) = winner_and_blocked_duplicate(&store).await;
+    let cancelled: bool = sqlx::query_scalar(
+        "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = $1 \
+         AND wait_event_type = 'Lock' AND starts_with(query, 'INSERT INTO idemkey_records')",
+    )
+    .bind(super::schema(&store))
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    assert!(cancelled, "the blocked claim's backend");
+    let duplicate = duplicate.await.unwrap();
+    assert!(
+        matches!(duplicate, Ok(Outcome::InFlight { .. })),
+        "{duplicate:?}"
+    );
+    gate.pass();
+    assert!(matches!(winner.await.unwrap(), Ok(Outcome::Executed(_))));
+    assert_eq!(PgFixture::count_notes(&store).await, 1);
+}
+
 /// The claim's short lock timeout is gone once the claim is made: a business statement
 /// waits on a row lock for many times that bound, then succeeds, and it sees the session's
 /// own `lock_timeout` (set with `SET`, so `RESET` would not bring it back).
