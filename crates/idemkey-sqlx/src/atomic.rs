@@ -80,13 +80,16 @@ impl<DB: Backend> SqlxStore<DB> {
         request: &ClaimRequest,
         on_expired: ExpiredLease,
     ) -> Result<AtomicBegin<DB>> {
-        if let Some(record) = DB::lookup(&mut *self.conn().await?, &request.scope).await?
+        let mut conn = self.conn().await?;
+        if let Some(record) = DB::lookup(&mut conn, &request.scope).await?
             && let Ok(answer) = decide(request, &record, on_expired).into_answer()
         {
             return Ok(answer.into());
         }
+        // Dropped here otherwise, so that a request paused below holds no connection.
+        let conn = DB::CLAIM_ON_LOOKUP_CONNECTION.then_some(conn);
         self.hit(Point::AfterLookup).await?;
-        let Some((mut tx, claimed)) = DB::begin_claim(self, request).await? else {
+        let Some((mut tx, claimed)) = DB::begin_claim(self, request, conn).await? else {
             // A concurrent claim is still uncommitted past the wait bound: its lease is
             // not visible, so the shortest Retry-After.
             let retry_after = retry_after(Duration::ZERO);

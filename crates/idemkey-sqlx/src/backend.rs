@@ -3,6 +3,7 @@
 use std::future::Future;
 
 use idemkey_core::{Claim, ClaimRequest, Record, Result, Scope, StoredResponse, TryClaim};
+use sqlx::pool::PoolConnection;
 use sqlx::{Database, Pool, Transaction};
 
 use crate::SqlxStore;
@@ -33,14 +34,21 @@ pub trait Backend: Database + Sealed {
         pool: &Pool<Self>,
     ) -> impl Future<Output = Result<Transaction<'static, Self>>> + Send;
 
+    /// Whether atomic mode's claim begins its transaction on the connection the read-only
+    /// lookup ran on, saving an acquire and a release (sqlx answers each release with a
+    /// round trip). Not on SQLite, whose writes take the store's writer.
+    const CLAIM_ON_LOOKUP_CONNECTION: bool = false;
+
     /// Atomic mode: opens a write transaction whose first statement claims the scope.
     ///
+    /// `looked_up` is the lookup's connection when [`Self::CLAIM_ON_LOOKUP_CONNECTION`].
     /// `None` when a concurrent claim of the scope held it past the backend's bound
     /// (PostgreSQL's claim lock timeout, or its cap on waiting claims): the request is
     /// answered `request-in-flight`, and no transaction is left open.
     fn begin_claim(
         store: &SqlxStore<Self>,
         request: &ClaimRequest,
+        _looked_up: Option<PoolConnection<Self>>,
     ) -> impl Future<Output = Result<Option<(Transaction<'static, Self>, TryClaim)>>> + Send {
         async move {
             let mut tx = store.begin_write().await?;

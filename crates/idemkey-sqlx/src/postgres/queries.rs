@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use idemkey_core::{Claim, ClaimRequest, Error, Record, Result, Scope, StoredResponse, TryClaim};
+use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgArguments, PgConnection, PgRow};
 use sqlx::{Pool, Postgres, Row, Transaction};
 
@@ -127,11 +128,14 @@ impl Backend for Postgres {
             .map_err(store_error)
     }
 
+    const CLAIM_ON_LOOKUP_CONNECTION: bool = true;
+
     async fn begin_claim(
         store: &SqlxStore<Self>,
         request: &ClaimRequest,
+        looked_up: Option<PoolConnection<Self>>,
     ) -> Result<Option<(Transaction<'static, Self>, TryClaim)>> {
-        wait::begin_claim(store, request).await
+        wait::begin_claim(store, request, looked_up).await
     }
 
     async fn lookup(conn: &mut Self::Connection, scope: &Scope) -> Result<Option<Record>> {

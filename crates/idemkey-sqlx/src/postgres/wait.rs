@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idemkey_core::{ClaimRequest, Result, TryClaim};
-use sqlx::{AssertSqlSafe, Pool, Postgres, Transaction};
+use sqlx::pool::PoolConnection;
+use sqlx::{AssertSqlSafe, Pool, Postgres, SqlSafeStr, Transaction};
 use tokio::sync::Semaphore;
 
 use super::error::is_lock_wait_ended;
@@ -83,8 +84,13 @@ impl PgSettings {
 pub(super) async fn begin_claim(
     store: &SqlxStore<Postgres>,
     request: &ClaimRequest,
+    looked_up: Option<PoolConnection<Postgres>>,
 ) -> Result<Option<(Transaction<'static, Postgres>, TryClaim)>> {
-    let mut tx = begin(&store.pool, PROBE).await?;
+    let conn = match looked_up {
+        Some(conn) => conn,
+        None => store.conn().await?,
+    };
+    let mut tx = begin(conn, PROBE).await?;
     store.hit(Point::BeforeClaim).await?;
     if let Some(outcome) = claim(&mut tx, request).await? {
         return Ok(Some((tx, outcome)));
@@ -99,7 +105,7 @@ pub(super) async fn begin_claim(
         );
         return Ok(None);
     };
-    let mut tx = begin(&store.pool, settings.lock_timeout).await?;
+    let mut tx = begin(store.conn().await?, settings.lock_timeout).await?;
     if let Some(outcome) = claim(&mut tx, request).await? {
         return Ok(Some((tx, outcome)));
     }
@@ -108,9 +114,12 @@ pub(super) async fn begin_claim(
     Ok(None)
 }
 
-/// Opens a READ COMMITTED transaction whose lock waits are bounded by `timeout` until
-/// [`claim`] restores the session's bound. One round trip.
-async fn begin(pool: &Pool<Postgres>, timeout: Duration) -> Result<Transaction<'static, Postgres>> {
+/// Opens a READ COMMITTED transaction on `conn` whose lock waits are bounded by `timeout`
+/// until [`claim`] restores the session's bound. One round trip.
+async fn begin(
+    conn: PoolConnection<Postgres>,
+    timeout: Duration,
+) -> Result<Transaction<'static, Postgres>> {
     // Zero would mean "wait forever"; PostgreSQL's maximum is i32::MAX ms.
     let ms = millis(timeout).clamp(1, i64::from(i32::MAX));
     let sql = format!(
@@ -118,7 +127,7 @@ async fn begin(pool: &Pool<Postgres>, timeout: Duration) -> Result<Transaction<'
          SELECT set_config('idemkey.lock_timeout', current_setting('lock_timeout'), true); \
          SET LOCAL lock_timeout = '{ms}ms'"
     );
-    pool.begin_with(AssertSqlSafe(sql))
+    Transaction::begin(conn, Some(AssertSqlSafe(sql).into_sql_str()))
         .await
         .map_err(store_error)
 }

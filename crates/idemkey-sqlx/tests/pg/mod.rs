@@ -45,7 +45,9 @@ impl Fixture for PgFixture {
     /// Pool of 8. Every duplicate may wait: the seed's 32-request race expects each loser to
     /// wait for the winner and replay; the cap itself has a test of its own.
     async fn store() -> PgStore {
-        store_with(PgPoolOptions::new().max_connections(8), |o| o)
+        // 40: the 32-request race holds each request between its lookup and its claim,
+        // and a request keeps its lookup's connection for the claim's transaction.
+        store_with(PgPoolOptions::new().max_connections(40), |o| o)
             .await
             .with_max_waiters(32)
     }
