@@ -107,3 +107,6 @@ proptest! {
         prop_assert_ne!(json(&format!("{{\"n\":{a}}}")), json(&format!("{{\"n\":{b}}}")));
     }
 }
+
+mod equivalence;
+mod reference;

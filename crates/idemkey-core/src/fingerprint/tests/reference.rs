@@ -1,4 +1,6 @@
-//! RFC 8785 canonicalisation, used only when it loses nothing (contract §4).
+//! A verbatim copy of `jcs.rs` as it was before the single-pass rewrite: the oracle the
+//! equivalence tests hold the new code to, since fingerprints are persisted and compared
+//! across versions.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -8,7 +10,7 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 /// The JCS form of `body`, or `None` when the body is not JSON or canonicalising it would
 /// lose information: a repeated member name, or a number that does not round-trip exactly
 /// through the IEEE double that JCS serialises.
-pub(crate) fn canonicalize_lossless(body: &[u8]) -> Option<Vec<u8>> {
+pub(super) fn canonicalize_lossless(body: &[u8]) -> Option<Vec<u8>> {
     serde_json::from_slice::<NoRepeatedNames>(body).ok()?;
     if !numbers_round_trip(body) {
         return None;
@@ -156,59 +158,5 @@ impl Decimal {
             digits: digits.to_owned(),
             exponent,
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn jcs(body: &str) -> Option<String> {
-        canonicalize_lossless(body.as_bytes()).map(|v| String::from_utf8(v).unwrap())
-    }
-
-    #[test]
-    fn rfc8785_vectors() {
-        // RFC 8785 §3.2.2 (structure), §3.2.3 (sorting by UTF-16 code units) and Appendix B.
-        let input = r#"{"numbers": [333333333.33333329, 1E30, 4.50, 2e-3, 0.000000000000000000000000001],
-            "string": "\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"\/",
-            "literals": [null, true, false]}"#;
-        // 333333333.33333329 is not exactly representable: canonicalising it would change its
-        // value, so this body is hashed raw; the rest of the vector must canonicalise.
-        assert_eq!(jcs(input), None);
-        let exact = input.replace("333333333.33333329", "333333333.3333333");
-        assert_eq!(
-            jcs(&exact).unwrap(),
-            r#"{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":"€$\u000f\nA'B\"\\\\\"/"}"#
-        );
-        let sorting = r#"{"\u20ac": "Euro Sign", "\r": "Carriage Return", "\ufb33": "Hebrew Letter Dalet With Dagesh", "1": "One", "\ud83d\ude00": "Emoji: Grinning Face", "\u0080": "Control", "\u00f6": "Latin Small Letter O With Diaeresis"}"#;
-        let expected = "{\"\\r\":\"Carriage Return\",\"1\":\"One\",\"\u{80}\":\"Control\",\"ö\":\"Latin Small Letter O With Diaeresis\",\"€\":\"Euro Sign\",\"😀\":\"Emoji: Grinning Face\",\"\u{fb33}\":\"Hebrew Letter Dalet With Dagesh\"}";
-        assert_eq!(jcs(sorting).unwrap(), expected);
-    }
-
-    #[test]
-    fn lossy_bodies_are_refused() {
-        assert_eq!(jcs(r#"{"n": 9007199254740993}"#), None);
-        assert!(jcs(r#"{"n": 9007199254740992}"#).is_some());
-        assert_eq!(jcs(r#"{"a": 1, "a": 2}"#), None);
-        assert_eq!(jcs(r#"{"a": 1, "\u0061": 2}"#), None);
-        assert_eq!(jcs(r#"{"n": 1e400}"#), None);
-        assert_eq!(jcs(r#"{"n": -0}"#), None);
-        assert_eq!(jcs(r#"{"n": 0.10000000000000001}"#), None);
-        assert_eq!(jcs("{\"a\":1} x"), None);
-    }
-
-    #[test]
-    fn exact_numbers_are_kept() {
-        assert_eq!(jcs("[1.0, 1e2, 0.1, -5, 0]").unwrap(), "[1,100,0.1,-5,0]");
-        assert_eq!(jcs(r#"{"s": "1e400 -0"}"#).unwrap(), r#"{"s":"1e400 -0"}"#);
-    }
-
-    #[test]
-    fn decimal_normal_form() {
-        assert_eq!(Decimal::parse("1.50e1"), Decimal::parse("15"));
-        assert_eq!(Decimal::parse("0.000"), Decimal::parse("0"));
-        assert_ne!(Decimal::parse("-0"), Decimal::parse("0"));
-        assert_eq!(Decimal::parse("1e99999999999999999999"), None);
     }
 }
