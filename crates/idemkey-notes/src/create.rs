@@ -94,9 +94,9 @@ pub(crate) async fn create_lease<DB: NotesDb>(
     if let Some(Extension(keys)) = keys {
         note.id = derived_id(&keys);
     }
-    let mut conn = match state.pool.acquire().await {
+    let mut conn = match state.store.write_conn().await {
         Ok(conn) => conn,
-        Err(error) => return problems::internal(&error),
+        Err(error) => return problems::unavailable(&error),
     };
     match DB::insert_note_once(&mut conn, actor.as_str(), &note).await {
         Ok(stored) => created(&stored),

@@ -56,7 +56,7 @@ pub trait NotesDb: Backend {
 
 const INSERT: &str = "INSERT INTO notes (id, actor, title, created_at) VALUES ($1, $2, $3, $4)";
 const INSERT_ONCE: &str = "INSERT INTO notes (id, actor, title, created_at) VALUES ($1, $2, $3, $4) \
-     ON CONFLICT (id) DO NOTHING";
+     ON CONFLICT (id) DO NOTHING RETURNING id, title, created_at";
 const GET: &str = "SELECT id, title, created_at FROM notes WHERE actor = $1 AND id = $2";
 const LIST: &str =
     "SELECT id, title, created_at FROM notes WHERE actor = $1 ORDER BY created_at, id";
@@ -99,13 +99,17 @@ macro_rules! notes_db {
                 actor: &str,
                 note: &Note,
             ) -> Result<Note, sqlx::Error> {
-                sqlx::query(INSERT_ONCE)
+                let inserted = sqlx::query_as(INSERT_ONCE)
                     .bind(&note.id)
                     .bind(actor)
                     .bind(&note.title)
                     .bind(&note.created_at)
-                    .execute(&mut *conn)
+                    .fetch_optional(&mut *conn)
                     .await?;
+                if let Some(inserted) = inserted {
+                    return Ok(inserted);
+                }
+                // A re-execution: the first execution's note.
                 sqlx::query_as(GET)
                     .bind(actor)
                     .bind(&note.id)

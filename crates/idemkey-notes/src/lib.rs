@@ -55,6 +55,9 @@ pub const CREATE_NOTE: (&str, &str) = ("create-note", "v1");
 /// What the handlers share.
 pub(crate) struct AppState<DB: NotesDb> {
     pool: Pool<DB>,
+    /// For lease mode's writes, which run outside the layer's transaction: on SQLite they
+    /// must queue for the store's writer like the layer's own.
+    store: SqlxStore<DB>,
     config: Arc<NotesConfig>,
 }
 
@@ -62,6 +65,7 @@ impl<DB: NotesDb> Clone for AppState<DB> {
     fn clone(&self) -> Self {
         Self {
             pool: self.pool.clone(),
+            store: self.store.clone(),
             config: self.config.clone(),
         }
     }
@@ -86,6 +90,7 @@ pub fn router<DB: NotesDb>(store: SqlxStore<DB>, config: NotesConfig) -> Router 
     let tokens = auth::Tokens::new(&config.tokens);
     let state = AppState {
         pool: store.pool().clone(),
+        store: store.clone(),
         config: Arc::new(config),
     };
     let create = match state.config.mode {

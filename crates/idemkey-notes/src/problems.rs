@@ -2,7 +2,9 @@
 
 use axum::Extension;
 use axum::response::{IntoResponse, Response};
-use idemkey_core::Problem;
+use std::time::Duration;
+
+use idemkey_core::{Problem, ProblemKind};
 use idemkey_tower::{NotExecuted, problem_response};
 
 /// 400 `validation`: the body is not a valid note. Marked [`NotExecuted`]: never stored.
@@ -39,4 +41,15 @@ pub(crate) fn not_found() -> Response {
 pub(crate) fn internal(error: &sqlx::Error) -> Response {
     tracing::error!(%error, "database error");
     problem_response(&Problem::custom("internal", "Internal error", 500).detail("database error"))
+}
+
+/// 503 `store-unavailable`: no connection to write with (the pool's or SQLite's writer's wait
+/// ran out). Nothing was written: marked [`NotExecuted`], so lease mode discards its claim and
+/// the client's retry with the same key runs it.
+pub(crate) fn unavailable(error: &idemkey_core::Error) -> Response {
+    tracing::warn!(%error, "no database connection to write the note with");
+    let problem = Problem::new(ProblemKind::StoreUnavailable)
+        .detail("the note was not written; retry with the same key")
+        .retry_after(Duration::from_secs(1));
+    (Extension(NotExecuted), problem_response(&problem)).into_response()
 }

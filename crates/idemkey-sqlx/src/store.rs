@@ -87,8 +87,11 @@ impl<DB: Backend> SqlxStore<DB> {
         self.pool.acquire().await.map_err(store_error)
     }
 
-    /// A connection for a write outside a transaction (complete, release, sweep...).
-    pub(crate) async fn write_conn(&self) -> Result<PoolConnection<DB>> {
+    /// A connection for writes outside a transaction: the store's own (complete, release,
+    /// sweep...) and the application's. On SQLite it is the store's writer, so the process's
+    /// writers queue in order instead of sleeping in SQLite's busy handler; elsewhere a
+    /// pooled connection.
+    pub async fn write_conn(&self) -> Result<PoolConnection<DB>> {
         self.writer.acquire().await.map_err(store_error)
     }
 }
