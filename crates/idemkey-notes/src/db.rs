@@ -99,14 +99,17 @@ macro_rules! notes_db {
                 actor: &str,
                 note: &Note,
             ) -> Result<Note, sqlx::Error> {
-                let inserted = sqlx::query_as(INSERT_ONCE)
+                // Run to completion, not `fetch_optional`: on SQLite, outside a transaction,
+                // the insert commits when it completes, and sqlx resets a statement it stops
+                // reading early ignoring the result, so a failed commit would pass unseen.
+                let inserted: Vec<Note> = sqlx::query_as(INSERT_ONCE)
                     .bind(&note.id)
                     .bind(actor)
                     .bind(&note.title)
                     .bind(&note.created_at)
-                    .fetch_optional(&mut *conn)
+                    .fetch_all(&mut *conn)
                     .await?;
-                if let Some(inserted) = inserted {
+                if let Some(inserted) = inserted.into_iter().next() {
                     return Ok(inserted);
                 }
                 // A re-execution: the first execution's note.
@@ -139,3 +142,42 @@ macro_rules! notes_db {
 
 notes_db!(Sqlite, "./migrations/sqlite");
 notes_db!(Postgres, "./migrations/postgres");
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use idemkey_sqlx::SqliteStore;
+
+    use super::*;
+
+    /// Lease mode's insert commits on its own as its statement completes; a commit that fails
+    /// (here a deferred foreign key a trigger breaks) is an error, not a stored note.
+    #[tokio::test]
+    async fn an_insert_whose_commit_fails_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("notes.db").display());
+        let store = SqliteStore::connect(&url).await.unwrap();
+        Sqlite::migrate_notes(store.pool()).await.unwrap();
+        sqlx::raw_sql(
+            "CREATE TABLE parent (id INTEGER PRIMARY KEY); \
+             CREATE TABLE child (p INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED); \
+             CREATE TRIGGER doomed AFTER INSERT ON notes BEGIN INSERT INTO child VALUES (1); END",
+        )
+        .execute(store.pool())
+        .await
+        .unwrap();
+        let note = Note {
+            id: "n-1".into(),
+            title: "doomed".into(),
+            created_at: "2026-11-29T00:00:00.000Z".into(),
+        };
+        let mut conn = store.write_conn().await.unwrap();
+        let inserted = Sqlite::insert_note_once(&mut conn, "alice", &note).await;
+        assert!(inserted.is_err(), "{inserted:?}");
+        let stored = Sqlite::get_note(store.pool(), "alice", "n-1")
+            .await
+            .unwrap();
+        assert_eq!(stored, None);
+    }
+}

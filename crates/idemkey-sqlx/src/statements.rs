@@ -19,10 +19,11 @@ macro_rules! fenced_statements {
                 .bind(seen.token)
                 .bind(millis(request.lease))
                 .bind(millis(request.retention))
-                .fetch_optional(conn)
+                // All rows, not `fetch_optional`: see `claim_with!`.
+                .fetch_all(conn)
                 .await
                 .map_err(store_error)?;
-            let token = token_of(token)?;
+            let token = token_of(token.into_iter().next())?;
             Ok(token.map(|token| claim(request, seen.record_id, token, acquired, Some(seen))))
         }
 
@@ -93,7 +94,8 @@ pub(crate) use fenced_statements;
 
 /// Expands to `claim_with(conn, request, sql)` for a backend: the claim upsert (`sql`, binding
 /// the scope, record id, version, fingerprint, lease, retention and request id), then the live
-/// record if the upsert claimed nothing. Run inside a write transaction.
+/// record if the upsert claimed nothing. [`idemkey_core::Error::Contention`] when that record
+/// is gone by then, which only a claim outside a transaction (lease mode's) can meet.
 macro_rules! claim_with {
     ($db:ty) => {
         async fn claim_with(
@@ -110,15 +112,19 @@ macro_rules! claim_with {
                 .bind(millis(request.lease))
                 .bind(millis(request.retention))
                 .bind(request.request_id.as_deref())
-                .fetch_optional(&mut *conn)
+                // Run to completion, not `fetch_optional`: on SQLite, outside a transaction,
+                // the statement commits when it completes, and sqlx resets a statement it
+                // stops reading early ignoring the result, so a failed commit (a full disk)
+                // would pass for a claim.
+                .fetch_all(&mut *conn)
                 .await
                 .map_err(store_error)?;
-            if let Some(token) = token_of(claimed)? {
+            if let Some(token) = token_of(claimed.into_iter().next())? {
                 return Ok(TryClaim::Claimed(claim(
                     request, record_id, token, acquired, None,
                 )));
             }
-            // The upsert locked the live row, so it cannot vanish before this lookup.
+            // Inside a transaction the upsert locked the live row, so it is still there.
             match <$db as crate::Backend>::lookup(conn, &request.scope).await? {
                 Some(record) => Ok(TryClaim::Existing(record)),
                 None => Err(Error::Contention),

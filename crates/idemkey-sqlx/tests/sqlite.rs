@@ -209,3 +209,50 @@ async fn child_process_creates_a_note() {
     };
     println!("OUTCOME={name}");
 }
+
+/// Makes every later commit of a write to `idemkey_records` on `event` (INSERT or UPDATE)
+/// fail, at the commit itself: a trigger adds a row breaking a deferred foreign key.
+async fn doom_commits_of(store: &SqliteStore, event: &str) {
+    let sql = format!(
+        "CREATE TABLE parent (id INTEGER PRIMARY KEY); \
+         CREATE TABLE child (p INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED); \
+         CREATE TRIGGER doomed AFTER {event} ON idemkey_records BEGIN \
+         INSERT INTO child VALUES (42); END"
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+        .execute(store.pool())
+        .await
+        .unwrap();
+}
+
+/// Lease mode's claim commits on its own as its statement completes; a commit that fails is
+/// an error, not a claim. (sqlx ignores the result of resetting a statement it stopped
+/// reading early, which is where such a commit happens: reading one row was not enough.)
+#[tokio::test]
+async fn a_claim_whose_commit_fails_is_an_error() {
+    use idemkey_core::Store;
+    let store = open(&fresh_path()).await;
+    doom_commits_of(&store, "INSERT").await;
+    let req = common::seed::request("actor-doomed", "key-a", "doomed");
+    let claimed = store.try_claim(&req).await;
+    assert!(claimed.is_err(), "{claimed:?}");
+    assert_eq!(store.lookup(&req.scope).await.unwrap(), None);
+}
+
+/// The same for a takeover of a released record.
+#[tokio::test]
+async fn a_reclaim_whose_commit_fails_is_an_error() {
+    use idemkey_core::{Store, TryClaim};
+    let store = open(&fresh_path()).await;
+    let req = common::seed::request("actor-doomed", "key-a", "doomed");
+    let TryClaim::Claimed(claim) = store.try_claim(&req).await.unwrap() else {
+        panic!("a fresh key is claimed");
+    };
+    store.release(&claim).await.unwrap();
+    let released = store.lookup(&req.scope).await.unwrap().unwrap();
+    doom_commits_of(&store, "UPDATE").await;
+    let reclaimed = store.reclaim(&req, &released).await;
+    assert!(reclaimed.is_err(), "{reclaimed:?}");
+    let after = store.lookup(&req.scope).await.unwrap().unwrap();
+    assert_eq!(after.token, released.token, "still the released record");
+}
