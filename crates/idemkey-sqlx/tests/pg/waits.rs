@@ -109,15 +109,20 @@ async fn a_cancelled_claim_wait_is_in_flight() {
     }
     let store = PgFixture::store().await.with_claim_lock_timeout(PATIENT);
     let (gate, winner, duplicate) = winner_and_blocked_duplicate(&store).await;
-    let cancelled: bool = sqlx::query_scalar(
-        "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = $1 \
-         AND wait_event_type = 'Lock' AND starts_with(query, 'INSERT INTO idemkey_records')",
-    )
-    .bind(super::schema(&store))
-    .fetch_one(store.pool())
-    .await
-    .unwrap();
-    assert!(cancelled, "the blocked claim's backend");
+    // The claim may be blocked in its short first attempt, whose end (cancelled or not)
+    // leads to the waiting one: cancel whatever blocked claim there is until it answers.
+    wait_until("the duplicate to answer", || async {
+        sqlx::query(
+            "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = $1 \
+             AND wait_event_type = 'Lock' AND starts_with(query, 'INSERT INTO idemkey_records')",
+        )
+        .bind(super::schema(&store))
+        .execute(store.pool())
+        .await
+        .unwrap();
+        duplicate.is_finished()
+    })
+    .await;
     let duplicate = duplicate.await.unwrap();
     assert!(
         matches!(duplicate, Ok(Outcome::InFlight { .. })),
