@@ -8,14 +8,14 @@
 pub enum Point {
     /// Atomic mode: after the read-only lookup found no record, before the write transaction.
     AfterLookup,
-    /// Inside the write transaction, before the claim statement: atomic mode's transaction,
-    /// or lease mode's short claim transaction ([`idemkey_core::Store::try_claim`]).
+    /// Before the claim statement: inside atomic mode's transaction, or (lease mode,
+    /// [`idemkey_core::Store::try_claim`]) before taking the connection the claim, a
+    /// statement that commits on its own, runs on.
     BeforeClaim,
     /// Before the response is stored in the record: in atomic mode's transaction, or (lease
     /// mode, [`idemkey_core::Store::complete`]) on the pooled connection that will store it.
     BeforeComplete,
-    /// Before `COMMIT`: atomic mode's, after the record is completed; lease mode's claim
-    /// transaction's, after the claim statement.
+    /// Atomic mode: before `COMMIT`, after the record is completed.
     BeforeCommit,
     /// Lease mode: before a claim is given back ([`idemkey_core::Store::release`] or
     /// [`idemkey_core::Store::discard`]), on the pooled connection that will do it.

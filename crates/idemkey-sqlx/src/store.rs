@@ -1,12 +1,18 @@
 //! [`SqlxStore`]: the lease-mode [`Store`] over any [`Backend`].
 
-use idemkey_core::{Claim, ClaimRequest, Record, Result, Scope, Store, StoredResponse, TryClaim};
+use idemkey_core::{
+    Claim, ClaimRequest, Error, Record, Result, Scope, Store, StoredResponse, TryClaim,
+};
 use sqlx::pool::PoolConnection;
 use sqlx::{Pool, Transaction};
 
 use crate::Backend;
 use crate::error::store_error;
 use crate::failpoints::Point;
+
+/// How many times lease mode's claim runs when the live record it met is gone before it can
+/// be read: each time means another request removed that record in between.
+const CLAIM_ATTEMPTS: usize = 3;
 
 /// A store of idempotency records in a SQL database, sharing the application's pool.
 ///
@@ -102,14 +108,21 @@ impl<DB: Backend> Store for SqlxStore<DB> {
     }
 
     async fn try_claim(&self, request: &ClaimRequest) -> Result<TryClaim> {
-        let mut tx = self.begin_write().await?;
+        // The hook first: a paused request must not hold the writer from the others.
         self.hit(Point::BeforeClaim).await?;
-        let outcome = DB::try_claim(&mut tx, request).await?;
-        self.hit(Point::BeforeCommit).await?;
-        // A lost reply is not `OutcomeUnknown` here: at most a claim committed, nothing ran,
-        // and the claim's lease runs out. The request was not executed.
-        tx.commit().await.map_err(store_error)?;
-        Ok(outcome)
+        let mut conn = self.write_conn().await?;
+        // The claim is one statement that commits on its own: a transaction around it would
+        // add a BEGIN and a COMMIT round trip. A lost reply is not `OutcomeUnknown` here: at
+        // most a claim committed, nothing ran, and the claim's lease runs out.
+        for _ in 0..CLAIM_ATTEMPTS {
+            match DB::try_claim(&mut conn, request).await {
+                // The live record the claim met was gone before the lookup (forgotten, swept
+                // or given back): claim again.
+                Err(Error::Contention) => continue,
+                outcome => return outcome,
+            }
+        }
+        Err(Error::Contention)
     }
 
     async fn reclaim(&self, request: &ClaimRequest, seen: &Record) -> Result<Option<Claim>> {
