@@ -3,7 +3,8 @@
 //! One parse writes the canonical form and rejects repeated member names; a lexical pass then
 //! checks the numbers, since serde_json hands a visitor their value but not their text. The
 //! bytes are those of the earlier three-pass version (`serde_json::Value` serialised by
-//! `serde_json_canonicalizer`), which persisted fingerprints depend on.
+//! `serde_json_canonicalizer`), which persisted fingerprints depend on, except for one
+//! kind of body that version got wrong: see [`canonicalize_lossless`].
 
 use std::borrow::Cow;
 use std::cmp::Ordering;
@@ -19,6 +20,11 @@ mod numbers;
 /// The JCS form of `body`, or `None` when the body is not JSON or canonicalising it would
 /// lose information: a repeated member name, or a number that does not round-trip exactly
 /// through the IEEE double that JCS serialises.
+///
+/// An object with a member named `$serde_json::private::RawValue` is an ordinary object here.
+/// The earlier version, through `serde_json::Value` (whose `raw_value` feature the workspace
+/// enables), read such an object as the JSON text in that member's string, unchecked, so
+/// `{"$serde_json::private::RawValue":"[1]"}` and `[1]` shared a fingerprint.
 pub(crate) fn canonicalize_lossless(body: &[u8]) -> Option<Vec<u8>> {
     let mut canonical = Canonical::with_capacity(body.len());
     let mut deserializer = serde_json::Deserializer::from_slice(body);
@@ -27,11 +33,6 @@ pub(crate) fn canonicalize_lossless(body: &[u8]) -> Option<Vec<u8>> {
     let exact = !canonical.numbers_to_check || numbers_round_trip(body);
     exact.then_some(canonical.out)
 }
-
-/// serde_json's `Value` reads an object whose first member is named this as the JSON text in
-/// that member's string (its `raw_value` feature, which the workspace enables); the earlier
-/// version parsed into `Value`, so the same bodies must canonicalise the same way.
-const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
 
 /// The canonical form being written while the body is parsed.
 struct Canonical<'de> {
@@ -108,16 +109,6 @@ impl<'de> Canonical<'de> {
             out.extend_from_slice(scratch);
         }
         members.truncate(first);
-        Ok(())
-    }
-
-    /// Writes what `Value` makes of an object named by [`RAW_VALUE_TOKEN`]: the JSON in its
-    /// string, parsed and canonicalised as the earlier version did, with no check.
-    fn raw_value<A: MapAccess<'de>>(&mut self, map: &mut A) -> Result<(), A::Error> {
-        let text: String = map.next_value()?;
-        let value: serde_json::Value = serde_json::from_str(&text).map_err(de::Error::custom)?;
-        let canonical = serde_json_canonicalizer::to_vec(&value).map_err(de::Error::custom)?;
-        self.out.extend_from_slice(&canonical);
         Ok(())
     }
 }
@@ -210,13 +201,7 @@ impl<'de> Visitor<'de> for &mut Canonical<'de> {
         self.out.push(b'{');
         let start = self.out.len();
         while let Some(name) = map.next_key_seed(Name)? {
-            if self.members.len() == first {
-                if name == RAW_VALUE_TOKEN {
-                    // `Value` reads no further member: serde_json then wants the `}`.
-                    self.out.pop();
-                    return self.raw_value(&mut map);
-                }
-            } else {
+            if self.members.len() > first {
                 self.out.push(b',');
             }
             let begin = self.out.len();
@@ -328,8 +313,7 @@ mod tests {
 
     #[test]
     fn serde_json_reads_numbers_correctly_rounded() {
-        // Without serde_json's `float_roundtrip` feature (which serde_json_canonicalizer turns
-        // on), 1e-23 would be read as 1 / 1e23, a double away from the nearest one, and this
+        // Without serde_json's `float_roundtrip` feature (which this crate turns on), 1e-23 would be read as 1 / 1e23, a double away from the nearest one, and this
         // body's canonical form, hence its fingerprint, would change.
         assert_eq!(
             jcs("[1e-23, 7e-23, 12345e-25]").unwrap(),

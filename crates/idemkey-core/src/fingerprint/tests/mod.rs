@@ -67,6 +67,12 @@ fn repeated_member_names_do_not_collide_with_their_deduplicated_twin() {
 }
 
 #[test]
+fn an_object_does_not_collide_with_the_json_in_its_raw_value_member() {
+    let wrapped = json(r#"{"$serde_json::private::RawValue":"[1]"}"#);
+    assert_ne!(wrapped, json("[1]"));
+}
+
+#[test]
 fn invalid_json_is_hashed_raw() {
     assert_ne!(json("{\"a\":"), json("{\"a\": "));
 }
