@@ -50,12 +50,7 @@ pub trait Backend: Database + Sealed {
         request: &ClaimRequest,
         _looked_up: Option<PoolConnection<Self>>,
     ) -> impl Future<Output = Result<Option<(Transaction<'static, Self>, TryClaim)>>> + Send {
-        async move {
-            let mut tx = store.begin_write().await?;
-            store.hit(Point::BeforeClaim).await?;
-            let outcome = Self::try_claim(&mut tx, request).await?;
-            Ok(Some((tx, outcome)))
-        }
+        begin_then_claim(store, request)
     }
 
     /// The live record of a scope.
@@ -113,7 +108,7 @@ pub trait Backend: Database + Sealed {
 
     /// The pool that write transactions and the store's own writes take their connection
     /// from. Defaults to `pool` itself; SQLite uses a pool of one connection of its own.
-    fn writer_pool(pool: &Pool<Self>) -> Pool<Self> {
+    fn writer_pool(pool: &Pool<Self>, _settings: &Self::Settings) -> Pool<Self> {
         pool.clone()
     }
 
@@ -127,4 +122,15 @@ pub trait Backend: Database + Sealed {
     fn commit_error(error: sqlx::Error) -> idemkey_core::Error {
         crate::error::store_error(error)
     }
+}
+
+/// Atomic mode's claim as two statements: `BEGIN`, then the claim.
+pub(crate) async fn begin_then_claim<DB: Backend>(
+    store: &SqlxStore<DB>,
+    request: &ClaimRequest,
+) -> Result<Option<(Transaction<'static, DB>, TryClaim)>> {
+    let mut tx = store.begin_write().await?;
+    store.hit(Point::BeforeClaim).await?;
+    let outcome = DB::try_claim(&mut tx, request).await?;
+    Ok(Some((tx, outcome)))
 }

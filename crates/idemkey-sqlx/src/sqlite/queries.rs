@@ -4,11 +4,14 @@
 use std::time::Instant;
 
 use idemkey_core::{Claim, ClaimRequest, Error, Record, Result, Scope, StoredResponse, TryClaim};
+use sqlx::pool::PoolConnection;
 use sqlx::{Pool, Row, Sqlite, Transaction};
 
-use crate::Backend;
+use super::SqliteSettings;
 use crate::error::{millis, store_error};
+use crate::failpoints::Point;
 use crate::row::{RecordRow, claim, fenced, into_record};
+use crate::{Backend, SqlxStore};
 
 /// The database clock in milliseconds since the Unix epoch.
 macro_rules! now {
@@ -109,12 +112,29 @@ const SWEEP: &str = concat!(
 );
 
 impl Backend for Sqlite {
-    type Settings = ();
+    type Settings = SqliteSettings;
 
-    fn default_settings(_pool: &Pool<Self>) -> Self::Settings {}
+    fn default_settings(pool: &Pool<Self>) -> Self::Settings {
+        super::settings(pool)
+    }
 
-    fn writer_pool(pool: &Pool<Self>) -> Pool<Self> {
-        super::writer_pool(pool)
+    fn writer_pool(pool: &Pool<Self>, settings: &SqliteSettings) -> Pool<Self> {
+        super::writer_pool(pool, settings)
+    }
+
+    async fn begin_claim(
+        store: &SqlxStore<Self>,
+        request: &ClaimRequest,
+        _looked_up: Option<PoolConnection<Self>>,
+    ) -> Result<Option<(Transaction<'static, Self>, TryClaim)>> {
+        if let Some(dirty) = &store.settings.fast_claim {
+            store.hit(Point::BeforeClaim).await?;
+            if let Some(claimed) = super::fast::begin_claim(store, dirty, request).await? {
+                return Ok(Some(claimed));
+            }
+            // The key exists after all: the upsert decides, in a transaction of its own.
+        }
+        crate::backend::begin_then_claim(store, request).await
     }
 
     async fn begin_write(pool: &Pool<Self>) -> Result<Transaction<'static, Self>> {
