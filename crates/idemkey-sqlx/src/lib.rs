@@ -59,7 +59,7 @@ mod statements;
 mod store;
 
 pub use atomic::{AtomicBegin, AtomicClaim};
-pub use backend::Backend;
+pub use backend::{Backend, ClaimStart};
 pub use execute::{
     AtomicError, AtomicHandler, AtomicOptions, AtomicResponse, HandlerFn, HandlerResult, Outcome,
     handler_fn,

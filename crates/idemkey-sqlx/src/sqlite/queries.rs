@@ -11,7 +11,7 @@ use super::SqliteSettings;
 use crate::error::{millis, store_error};
 use crate::failpoints::Point;
 use crate::row::{RecordRow, claim, fenced, into_record};
-use crate::{Backend, SqlxStore};
+use crate::{Backend, ClaimStart, SqlxStore};
 
 /// The database clock in milliseconds since the Unix epoch.
 macro_rules! now {
@@ -126,15 +126,21 @@ impl Backend for Sqlite {
         store: &SqlxStore<Self>,
         request: &ClaimRequest,
         _looked_up: Option<PoolConnection<Self>>,
-    ) -> Result<Option<(Transaction<'static, Self>, TryClaim)>> {
+    ) -> Result<ClaimStart<Self>> {
         if let Some(dirty) = &store.settings.fast_claim {
             store.hit(Point::BeforeClaim).await?;
-            if let Some(claimed) = super::fast::begin_claim(store, dirty, request).await? {
-                return Ok(Some(claimed));
+            if let Some((tx, claimed)) = super::fast::begin_claim(store, dirty, request).await? {
+                return Ok(ClaimStart::Open(tx, claimed));
             }
-            // The key exists after all: the upsert decides, in a transaction of its own.
+            // The key exists, committed: the insert met it holding the write lock. Read it
+            // without queueing for the writer again (the losers of a duplicate storm).
+            if let Some(record) = Self::lookup(&mut *store.conn().await?, &request.scope).await? {
+                return Ok(ClaimStart::Found(record));
+            }
+            // Expired, or gone since: the upsert decides.
         }
-        crate::backend::begin_then_claim(store, request).await
+        let (tx, claimed) = crate::backend::begin_then_claim(store, request).await?;
+        Ok(ClaimStart::Open(tx, claimed))
     }
 
     async fn begin_write(pool: &Pool<Self>) -> Result<Transaction<'static, Self>> {
