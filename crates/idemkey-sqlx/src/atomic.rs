@@ -9,9 +9,8 @@ use idemkey_core::{
 };
 use sqlx::Transaction;
 
-use crate::backend::begin_then_claim;
 use crate::failpoints::Point;
-use crate::{Backend, ClaimStart, SqlxStore};
+use crate::{Backend, SqlxStore};
 
 /// An open write transaction that holds the claim of a scope as its first statement.
 ///
@@ -90,19 +89,11 @@ impl<DB: Backend> SqlxStore<DB> {
         // Dropped here otherwise, so that a request paused below holds no connection.
         let conn = DB::CLAIM_ON_LOOKUP_CONNECTION.then_some(conn);
         self.hit(Point::AfterLookup).await?;
-        let (mut tx, claimed) = match DB::begin_claim(self, request, conn).await? {
-            ClaimStart::Open(tx, claimed) => (tx, claimed),
-            ClaimStart::Found(record) => match decide(request, &record, on_expired).into_answer() {
-                Ok(answer) => return Ok(answer.into()),
-                // To be taken over: in a write transaction, where it cannot change under us.
-                Err(_) => begin_then_claim(self, request).await?,
-            },
-            ClaimStart::Busy => {
-                // A concurrent claim is still uncommitted past the wait bound: its lease is
-                // not visible, so the shortest Retry-After.
-                let retry_after = retry_after(Duration::ZERO);
-                return Ok(AtomicBegin::InFlight { retry_after });
-            }
+        let Some((mut tx, claimed)) = DB::begin_claim(self, request, conn).await? else {
+            // A concurrent claim is still uncommitted past the wait bound: its lease is
+            // not visible, so the shortest Retry-After.
+            let retry_after = retry_after(Duration::ZERO);
+            return Ok(AtomicBegin::InFlight { retry_after });
         };
         let record = match claimed {
             TryClaim::Claimed(claim) => return Ok(AtomicBegin::Execute(AtomicClaim { tx, claim })),

@@ -42,14 +42,19 @@ pub trait Backend: Database + Sealed {
     /// Atomic mode: opens a write transaction whose first statement claims the scope.
     ///
     /// `looked_up` is the lookup's connection when [`Self::CLAIM_ON_LOOKUP_CONNECTION`].
+    /// `None` when a concurrent claim of the scope held it past the backend's bound
+    /// (PostgreSQL's claim lock timeout, or its cap on waiting claims): the request is
+    /// answered `request-in-flight`, and no transaction is left open.
     fn begin_claim(
         store: &SqlxStore<Self>,
         request: &ClaimRequest,
         _looked_up: Option<PoolConnection<Self>>,
-    ) -> impl Future<Output = Result<ClaimStart<Self>>> + Send {
+    ) -> impl Future<Output = Result<Option<(Transaction<'static, Self>, TryClaim)>>> + Send {
         async move {
-            let (tx, claimed) = begin_then_claim(store, request).await?;
-            Ok(ClaimStart::Open(tx, claimed))
+            let mut tx = store.begin_write().await?;
+            store.hit(Point::BeforeClaim).await?;
+            let outcome = Self::try_claim(&mut tx, request).await?;
+            Ok(Some((tx, outcome)))
         }
     }
 
@@ -108,7 +113,7 @@ pub trait Backend: Database + Sealed {
 
     /// The pool that write transactions and the store's own writes take their connection
     /// from. Defaults to `pool` itself; SQLite uses a pool of one connection of its own.
-    fn writer_pool(pool: &Pool<Self>, _settings: &Self::Settings) -> Pool<Self> {
+    fn writer_pool(pool: &Pool<Self>) -> Pool<Self> {
         pool.clone()
     }
 
@@ -122,30 +127,4 @@ pub trait Backend: Database + Sealed {
     fn commit_error(error: sqlx::Error) -> idemkey_core::Error {
         crate::error::store_error(error)
     }
-}
-
-/// Where atomic mode's claim ([`Backend::begin_claim`]) left a request.
-#[derive(Debug)]
-pub enum ClaimStart<DB: Database> {
-    /// A write transaction is open; its claim statement claimed the scope or met its live
-    /// record.
-    Open(Transaction<'static, DB>, TryClaim),
-    /// The scope's live record, committed, read outside any transaction (none is open):
-    /// answer from it, or claim the usual way if it is to be taken over.
-    Found(Record),
-    /// A concurrent claim of the scope held it past the backend's bound (PostgreSQL's claim
-    /// lock timeout, or its cap on waiting claims): `request-in-flight`. No transaction is
-    /// open.
-    Busy,
-}
-
-/// Atomic mode's claim as two statements: `BEGIN`, then the claim.
-pub(crate) async fn begin_then_claim<DB: Backend>(
-    store: &SqlxStore<DB>,
-    request: &ClaimRequest,
-) -> Result<(Transaction<'static, DB>, TryClaim)> {
-    let mut tx = store.begin_write().await?;
-    store.hit(Point::BeforeClaim).await?;
-    let outcome = DB::try_claim(&mut tx, request).await?;
-    Ok((tx, outcome))
 }

@@ -8,9 +8,7 @@
 pub enum Point {
     /// Atomic mode: after the read-only lookup found no record, before the write transaction.
     AfterLookup,
-    /// Before the claim statement: inside atomic mode's transaction (on SQLite, where a fresh
-    /// key's claim is part of the `BEGIN`, before that `BEGIN`, and again inside the
-    /// transaction if the key turned out to exist), or (lease mode,
+    /// Before the claim statement: inside atomic mode's transaction, or (lease mode,
     /// [`idemkey_core::Store::try_claim`]) before taking the connection the claim, a
     /// statement that commits on its own, runs on.
     BeforeClaim,

@@ -59,7 +59,7 @@ mod statements;
 mod store;
 
 pub use atomic::{AtomicBegin, AtomicClaim};
-pub use backend::{Backend, ClaimStart};
+pub use backend::Backend;
 pub use execute::{
     AtomicError, AtomicHandler, AtomicOptions, AtomicResponse, HandlerFn, HandlerResult, Outcome,
     handler_fn,
@@ -67,5 +67,5 @@ pub use execute::{
 #[cfg(feature = "postgres")]
 pub use postgres::{DEFAULT_CLAIM_LOCK_TIMEOUT, DEFAULT_MAX_CONNECTIONS, PgSettings, PgStore};
 #[cfg(feature = "sqlite")]
-pub use sqlite::{DEFAULT_BUSY_TIMEOUT, SqliteSettings, SqliteStore};
+pub use sqlite::{DEFAULT_BUSY_TIMEOUT, SqliteStore};
 pub use store::SqlxStore;

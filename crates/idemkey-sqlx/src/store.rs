@@ -45,10 +45,9 @@ impl<DB: Backend> Clone for SqlxStore<DB> {
 impl<DB: Backend> SqlxStore<DB> {
     /// A store on an existing pool, whose schema must be migrated (see `migrate`).
     pub fn from_pool(pool: Pool<DB>) -> Self {
-        let settings = DB::default_settings(&pool);
         Self {
-            writer: DB::writer_pool(&pool, &settings),
-            settings,
+            settings: DB::default_settings(&pool),
+            writer: DB::writer_pool(&pool),
             pool,
             #[cfg(feature = "failpoints")]
             failpoints: Default::default(),

@@ -256,34 +256,3 @@ async fn a_reclaim_whose_commit_fails_is_an_error() {
     let after = store.lookup(&req.scope).await.unwrap().unwrap();
     assert_eq!(after.token, released.token, "still the released record");
 }
-
-/// Atomic mode's claim of a fresh key is part of the writer's `BEGIN` on SQLite. When the
-/// claim fails other than on an existing key (here a trigger aborts it), that `BEGIN` has
-/// left a transaction open on the writer; the writer must come back clean: the next write
-/// transaction and the next create work.
-#[tokio::test]
-async fn a_claim_failing_inside_begin_leaves_the_writer_clean() {
-    let store = open(&fresh_path()).await;
-    sqlx::raw_sql(
-        "CREATE TRIGGER refuse BEFORE INSERT ON idemkey_records \
-         BEGIN SELECT RAISE(ABORT, 'refused'); END",
-    )
-    .execute(store.pool())
-    .await
-    .unwrap();
-    let req = common::seed::request("actor-refused", "key-a", "refused");
-    let failed = common::seed::create_note::<SqliteFixture>(&store, &req, "refused", 201).await;
-    assert!(failed.is_err(), "{failed:?}");
-    // On the writer: a transaction left open on it would refuse this `BEGIN IMMEDIATE`.
-    let mut tx = store.begin_write().await.unwrap();
-    sqlx::query("DROP TRIGGER refuse")
-        .execute(&mut *tx)
-        .await
-        .unwrap();
-    tx.commit().await.unwrap();
-    let created = common::seed::create_note::<SqliteFixture>(&store, &req, "refused", 201).await;
-    assert!(
-        matches!(created, Ok(idemkey_sqlx::Outcome::Executed(_))),
-        "{created:?}"
-    );
-}

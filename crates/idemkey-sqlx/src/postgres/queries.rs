@@ -11,7 +11,7 @@ use sqlx::{Pool, Postgres, Row, Transaction};
 use super::wait::{self, PgSettings};
 use crate::error::{millis, store_error};
 use crate::row::{RecordRow, claim, fenced, into_record};
-use crate::{Backend, ClaimStart, SqlxStore};
+use crate::{Backend, SqlxStore};
 
 /// The database clock in milliseconds since the Unix epoch, read once per statement as
 /// `clock.t`, so every time a statement writes agrees. `clock_timestamp()`, not `now()`:
@@ -134,11 +134,8 @@ impl Backend for Postgres {
         store: &SqlxStore<Self>,
         request: &ClaimRequest,
         looked_up: Option<PoolConnection<Self>>,
-    ) -> Result<ClaimStart<Self>> {
-        Ok(match wait::begin_claim(store, request, looked_up).await? {
-            Some((tx, claimed)) => ClaimStart::Open(tx, claimed),
-            None => ClaimStart::Busy,
-        })
+    ) -> Result<Option<(Transaction<'static, Self>, TryClaim)>> {
+        wait::begin_claim(store, request, looked_up).await
     }
 
     async fn lookup(conn: &mut Self::Connection, scope: &Scope) -> Result<Option<Record>> {

@@ -1,6 +1,5 @@
 //! The SQLite backend.
 
-mod fast;
 mod queries;
 
 use std::str::FromStr;
@@ -14,8 +13,6 @@ use sqlx::{Connection, Sqlite};
 
 use crate::SqlxStore;
 use crate::error::store_error;
-use fast::DirtyWriter;
-pub use fast::SqliteSettings;
 
 /// The SQLite store: records in the same database file as the business tables.
 pub type SqliteStore = SqlxStore<Sqlite>;
@@ -88,39 +85,17 @@ impl SqlxStore<Sqlite> {
 /// wait in line here is bounded by [`DEFAULT_BUSY_TIMEOUT`] (or the pool's acquire timeout if
 /// shorter), past which the request is `store-unavailable` as before. A pool of one
 /// connection is its own writer.
-/// The settings of a store on `pool`: the fast claim when the store has a writer of its own.
-pub(crate) fn settings(pool: &SqlitePool) -> SqliteSettings {
-    SqliteSettings {
-        fast_claim: has_own_writer(pool).then(DirtyWriter::default),
-    }
-}
-
-/// A pool of one connection is its own writer.
-fn has_own_writer(pool: &SqlitePool) -> bool {
-    pool.options().get_max_connections() > 1
-}
-
-pub(crate) fn writer_pool(pool: &SqlitePool, settings: &SqliteSettings) -> SqlitePool {
-    if !has_own_writer(pool) {
+pub(crate) fn writer_pool(pool: &SqlitePool) -> SqlitePool {
+    let options = pool.options();
+    if options.get_max_connections() <= 1 {
         return pool.clone();
     }
-    let options = pool.options();
-    let dirty = settings.fast_claim.clone();
     SqlitePoolOptions::new()
         .max_connections(1)
         .test_before_acquire(false)
         .acquire_timeout(options.get_acquire_timeout().min(DEFAULT_BUSY_TIMEOUT))
         // See connect_with: a connection left inside a transaction is closed, not reused.
         .before_acquire(|conn, _| Box::pin(async move { Ok(!conn.is_in_transaction()) }))
-        .after_release(move |conn, _| {
-            let dirty = dirty.clone();
-            Box::pin(async move {
-                Ok(match dirty {
-                    Some(dirty) => dirty.clean(conn).await,
-                    None => true,
-                })
-            })
-        })
         .connect_lazy_with((*pool.connect_options()).clone())
 }
 

@@ -4,14 +4,11 @@
 use std::time::Instant;
 
 use idemkey_core::{Claim, ClaimRequest, Error, Record, Result, Scope, StoredResponse, TryClaim};
-use sqlx::pool::PoolConnection;
 use sqlx::{Pool, Row, Sqlite, Transaction};
 
-use super::SqliteSettings;
+use crate::Backend;
 use crate::error::{millis, store_error};
-use crate::failpoints::Point;
 use crate::row::{RecordRow, claim, fenced, into_record};
-use crate::{Backend, ClaimStart, SqlxStore};
 
 /// The database clock in milliseconds since the Unix epoch.
 macro_rules! now {
@@ -112,35 +109,12 @@ const SWEEP: &str = concat!(
 );
 
 impl Backend for Sqlite {
-    type Settings = SqliteSettings;
+    type Settings = ();
 
-    fn default_settings(pool: &Pool<Self>) -> Self::Settings {
-        super::settings(pool)
-    }
+    fn default_settings(_pool: &Pool<Self>) -> Self::Settings {}
 
-    fn writer_pool(pool: &Pool<Self>, settings: &SqliteSettings) -> Pool<Self> {
-        super::writer_pool(pool, settings)
-    }
-
-    async fn begin_claim(
-        store: &SqlxStore<Self>,
-        request: &ClaimRequest,
-        _looked_up: Option<PoolConnection<Self>>,
-    ) -> Result<ClaimStart<Self>> {
-        if let Some(dirty) = &store.settings.fast_claim {
-            store.hit(Point::BeforeClaim).await?;
-            if let Some((tx, claimed)) = super::fast::begin_claim(store, dirty, request).await? {
-                return Ok(ClaimStart::Open(tx, claimed));
-            }
-            // The key exists, committed: the insert met it holding the write lock. Read it
-            // without queueing for the writer again (the losers of a duplicate storm).
-            if let Some(record) = Self::lookup(&mut *store.conn().await?, &request.scope).await? {
-                return Ok(ClaimStart::Found(record));
-            }
-            // Expired, or gone since: the upsert decides.
-        }
-        let (tx, claimed) = crate::backend::begin_then_claim(store, request).await?;
-        Ok(ClaimStart::Open(tx, claimed))
+    fn writer_pool(pool: &Pool<Self>) -> Pool<Self> {
+        super::writer_pool(pool)
     }
 
     async fn begin_write(pool: &Pool<Self>) -> Result<Transaction<'static, Self>> {
