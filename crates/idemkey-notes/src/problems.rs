@@ -44,8 +44,9 @@ pub(crate) fn internal(error: &sqlx::Error) -> Response {
 }
 
 /// 503 `store-unavailable`: no connection to write with (the pool's or SQLite's writer's wait
-/// ran out). Nothing was written: marked [`NotExecuted`], so lease mode discards its claim and
-/// the client's retry with the same key runs it.
+/// ran out). Nothing was written: marked [`NotExecuted`], so lease mode gives its claim back
+/// (discarded if fresh, released if taken over) and the client's retry with the same key
+/// runs it.
 pub(crate) fn unavailable(error: &idemkey_core::Error) -> Response {
     tracing::warn!(%error, "no database connection to write the note with");
     let problem = Problem::new(ProblemKind::StoreUnavailable)

@@ -86,7 +86,8 @@ impl<DB: Backend> SqlxStore<DB> {
         {
             return Ok(answer.into());
         }
-        // Dropped here otherwise, so that a request paused below holds no connection.
+        // Kept for the claim where the backend begins it on this connection (PostgreSQL);
+        // dropped here otherwise, so that a request paused below holds none.
         let conn = DB::CLAIM_ON_LOOKUP_CONNECTION.then_some(conn);
         self.hit(Point::AfterLookup).await?;
         let Some((mut tx, claimed)) = DB::begin_claim(self, request, conn).await? else {

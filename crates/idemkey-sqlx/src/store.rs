@@ -96,7 +96,9 @@ impl<DB: Backend> SqlxStore<DB> {
     /// A connection for writes outside a transaction: the store's own (complete, release,
     /// sweep...) and the application's. On SQLite it is the store's writer, so the process's
     /// writers queue in order instead of sleeping in SQLite's busy handler; elsewhere a
-    /// pooled connection.
+    /// pooled connection. On SQLite, do not call it while holding a transaction of
+    /// [`Self::begin_write`]: both take the writer, so it would wait out the pool's acquire
+    /// timeout and fail.
     pub async fn write_conn(&self) -> Result<PoolConnection<DB>> {
         self.writer.acquire().await.map_err(store_error)
     }

@@ -28,8 +28,10 @@ pub(super) fn is_retryable(error: &sqlx::Error) -> bool {
 /// PostgreSQL's lock timeout signals the waiting backend with a cancel; when the lock is
 /// granted in the same instant the timeout's flag is cleared but the cancel is still pending,
 /// and the statement fails as "canceling statement due to user request" (seen under the
-/// benchmark's duplicate storms). An operator's `pg_cancel_backend` lands here too. Either
-/// way the claim's transaction rolled back and nothing ran: the request is in flight.
+/// benchmark's duplicate storms). An operator's `pg_cancel_backend` lands here too, and so
+/// does a `statement_timeout` shorter than the claim's wait (57014 as well). Either way the
+/// claim's transaction rolled back and nothing ran, most likely while a concurrent claim held
+/// the scope: the answer is "in flight, retry", not a store failure.
 pub(super) fn is_lock_wait_ended(error: &Error) -> bool {
     let (Error::Unavailable(source) | Error::Backend(source)) = error else {
         return false;

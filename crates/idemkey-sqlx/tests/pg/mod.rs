@@ -42,7 +42,7 @@ impl Fixture for PgFixture {
         url().is_some()
     }
 
-    /// Pool of 8. Every duplicate may wait: the seed's 32-request race expects each loser to
+    /// Pool of 40. Every duplicate may wait: the seed's 32-request race expects each loser to
     /// wait for the winner and replay; the cap itself has a test of its own.
     async fn store() -> PgStore {
         // 40: the 32-request race holds each request between its lookup and its claim,
