@@ -3,13 +3,18 @@
 
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use idemkey_core::{
-    Answer, Claim, ClaimRequest, Decision, Error, ExpiredLease, Result, StoredResponse, TryClaim,
-    decide, previous_attempt_unknown, retry_after,
+    Answer, Claim, ClaimRequest, Decision, Error, ExpiredLease, Record, Result, StoredResponse,
+    TryClaim, decide, previous_attempt_unknown, retry_after,
 };
 use sqlx::Transaction;
 
+use tokio::sync::watch;
+
 use crate::failpoints::Point;
+use crate::local::{LocalTurn, Turn};
 use crate::{Backend, SqlxStore};
 
 /// An open write transaction that holds the claim of a scope as its first statement.
@@ -21,6 +26,8 @@ use crate::{Backend, SqlxStore};
 pub struct AtomicClaim<DB: Backend> {
     tx: Transaction<'static, DB>,
     claim: Claim,
+    /// This process's duplicates of the request wait until it is dropped.
+    turn: Option<Box<LocalTurn>>,
 }
 
 impl<DB: Backend> AtomicClaim<DB> {
@@ -35,14 +42,33 @@ impl<DB: Backend> AtomicClaim<DB> {
         &self.claim
     }
 
-    /// Splits into the transaction and the claim, to hand the transaction elsewhere.
+    /// Splits into the transaction and the claim, to hand the transaction elsewhere. This
+    /// process's duplicates of the request stop waiting for it and go to the database.
     pub fn into_parts(self) -> (Transaction<'static, DB>, Claim) {
         (self.tx, self.claim)
     }
 
     /// Joins a transaction and the claim made in it.
     pub fn from_parts(tx: Transaction<'static, DB>, claim: Claim) -> Self {
-        Self { tx, claim }
+        Self {
+            tx,
+            claim,
+            turn: None,
+        }
+    }
+
+    /// [`Self::into_parts`], keeping the duplicates waiting until the turn is dropped.
+    pub(crate) fn split(self) -> (Transaction<'static, DB>, Claim, Option<Box<LocalTurn>>) {
+        (self.tx, self.claim, self.turn)
+    }
+
+    /// [`Self::from_parts`] with the turn [`Self::split`] gave.
+    pub(crate) fn join(
+        tx: Transaction<'static, DB>,
+        claim: Claim,
+        turn: Option<Box<LocalTurn>>,
+    ) -> Self {
+        Self { tx, claim, turn }
     }
 
     /// Rolls back the claim and every write made with it.
@@ -90,6 +116,14 @@ impl<DB: Backend> SqlxStore<DB> {
         // dropped here otherwise, so that a request paused below holds none.
         let conn = DB::CLAIM_ON_LOOKUP_CONNECTION.then_some(conn);
         self.hit(Point::AfterLookup).await?;
+        let turn = match self.local.as_ref().map(|local| local.take(request)) {
+            Some(Turn::Follow(leader)) => {
+                drop(conn);
+                return Box::pin(self.after_leader(request, on_expired, leader)).await;
+            }
+            Some(Turn::Lead(turn)) => Some(turn),
+            None => None,
+        };
         let Some((mut tx, claimed)) = DB::begin_claim(self, request, conn).await? else {
             // A concurrent claim is still uncommitted past the wait bound: its lease is
             // not visible, so the shortest Retry-After.
@@ -97,7 +131,9 @@ impl<DB: Backend> SqlxStore<DB> {
             return Ok(AtomicBegin::InFlight { retry_after });
         };
         let record = match claimed {
-            TryClaim::Claimed(claim) => return Ok(AtomicBegin::Execute(AtomicClaim { tx, claim })),
+            TryClaim::Claimed(claim) => {
+                return Ok(AtomicBegin::Execute(AtomicClaim::join(tx, claim, turn)));
+            }
             TryClaim::Existing(record) => record,
         };
         let decision = match decide(request, &record, on_expired).into_answer() {
@@ -109,10 +145,10 @@ impl<DB: Backend> SqlxStore<DB> {
             .await?
             .ok_or(Error::Contention)?;
         if decision == Decision::Reclaim {
-            return Ok(AtomicBegin::Execute(AtomicClaim { tx, claim }));
+            return Ok(AtomicBegin::Execute(AtomicClaim::join(tx, claim, turn)));
         }
         let response = previous_attempt_unknown();
-        self.complete_atomic(AtomicClaim { tx, claim }, &response)
+        self.complete_atomic(AtomicClaim::join(tx, claim, turn), &response)
             .await?;
         Ok(AtomicBegin::Replay(response))
     }
@@ -124,11 +160,46 @@ impl<DB: Backend> SqlxStore<DB> {
         atomic: AtomicClaim<DB>,
         response: &StoredResponse,
     ) -> Result<()> {
-        let AtomicClaim { mut tx, claim } = atomic;
+        // The turn ends after the commit, handing the record to this process's duplicates.
+        let AtomicClaim {
+            mut tx,
+            claim,
+            turn,
+        } = atomic;
         self.hit(Point::BeforeComplete).await?;
         DB::complete(&mut tx, &claim, response).await?;
         self.hit(Point::BeforeCommit).await?;
-        tx.commit().await.map_err(DB::commit_error)
+        tx.commit().await.map_err(DB::commit_error)?;
+        if let Some(turn) = turn {
+            turn.settle(&claim, response);
+        }
+        Ok(())
+    }
+}
+
+impl<DB: Backend> SqlxStore<DB> {
+    /// A duplicate of a request this process is claiming: waits for it (bounded like a
+    /// claim waiting on the database), answers from the record it committed, or begins again
+    /// from the lookup when it ended without one.
+    async fn after_leader(
+        &self,
+        request: &ClaimRequest,
+        on_expired: ExpiredLease,
+        mut leader: watch::Receiver<Option<Arc<Record>>>,
+    ) -> Result<AtomicBegin<DB>> {
+        let wait = DB::duplicate_wait(&self.settings);
+        let Ok(ended) = tokio::time::timeout(wait, leader.changed()).await else {
+            tracing::debug!(?wait, "in-process duplicate waited its bound: in flight");
+            let retry_after = retry_after(Duration::ZERO);
+            return Ok(AtomicBegin::InFlight { retry_after });
+        };
+        let settled = ended.ok().and_then(|()| leader.borrow().clone());
+        if let Some(record) = settled
+            && let Ok(answer) = decide(request, &record, on_expired).into_answer()
+        {
+            return Ok(answer.into());
+        }
+        self.begin_atomic(request, on_expired).await
     }
 }
 

@@ -117,6 +117,13 @@ pub trait Backend: Database + Sealed {
         pool.clone()
     }
 
+    /// How long an atomic claim's in-process duplicate waits for it before answering
+    /// `request-in-flight` (see [`SqlxStore::coalescing`]): as long as a claim would wait on
+    /// the database. Defaults to 5 s.
+    fn duplicate_wait(_settings: &Self::Settings) -> std::time::Duration {
+        std::time::Duration::from_secs(5)
+    }
+
     /// Whether an error means "run the transaction again" (serialization failure, deadlock).
     fn is_retryable(_error: &sqlx::Error) -> bool {
         false

@@ -160,7 +160,8 @@ impl<DB: Backend> SqlxStore<DB> {
                 }
             };
             let last = attempt == attempts;
-            let (tx, claim) = atomic.into_parts();
+            // `turn` keeps this process's duplicates waiting until this attempt ends.
+            let (tx, claim, turn) = atomic.split();
             let (tx, result) = handler.call(tx).await;
             let response = match result {
                 Ok(response) => response,
@@ -187,7 +188,7 @@ impl<DB: Backend> SqlxStore<DB> {
             let tx = tx.ok_or_else(|| Error::Backend("the handler lost the transaction".into()))?;
             let stored = response.to_stored();
             match self
-                .complete_atomic(AtomicClaim::from_parts(tx, claim), &stored)
+                .complete_atomic(AtomicClaim::join(tx, claim, turn), &stored)
                 .await
             {
                 Ok(()) => return Ok(Outcome::Executed(response)),

@@ -50,6 +50,7 @@ mod backend;
 mod error;
 mod execute;
 pub mod failpoints;
+mod local;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod row;

@@ -6,9 +6,12 @@ use idemkey_core::{
 use sqlx::pool::PoolConnection;
 use sqlx::{Pool, Transaction};
 
+use std::sync::Arc;
+
 use crate::Backend;
 use crate::error::store_error;
 use crate::failpoints::Point;
+use crate::local::LocalClaims;
 
 /// How many times lease mode's claim runs when the live record it met is gone before it can
 /// be read: each time means another request removed that record in between.
@@ -26,6 +29,9 @@ pub struct SqlxStore<DB: Backend> {
     /// except on SQLite (see [`Backend::writer_pool`]).
     pub(crate) writer: Pool<DB>,
     pub(crate) settings: DB::Settings,
+    /// Atomic-mode claims in progress in this process, shared by clones; `None` when
+    /// duplicates are not coalesced (see [`SqlxStore::coalescing`]).
+    pub(crate) local: Option<Arc<LocalClaims>>,
     #[cfg(feature = "failpoints")]
     pub(crate) failpoints: crate::failpoints::Failpoints,
 }
@@ -36,6 +42,7 @@ impl<DB: Backend> Clone for SqlxStore<DB> {
             pool: self.pool.clone(),
             writer: self.writer.clone(),
             settings: self.settings.clone(),
+            local: self.local.clone(),
             #[cfg(feature = "failpoints")]
             failpoints: self.failpoints.clone(),
         }
@@ -49,9 +56,24 @@ impl<DB: Backend> SqlxStore<DB> {
             settings: DB::default_settings(&pool),
             writer: DB::writer_pool(&pool),
             pool,
+            local: Some(Arc::default()),
             #[cfg(feature = "failpoints")]
             failpoints: Default::default(),
         }
+    }
+
+    /// The same store, coalescing atomic-mode duplicates in this process or not (on by
+    /// default).
+    ///
+    /// Coalesced, a request whose scope another request of this store (or a clone) is
+    /// claiming waits for it to end, bounded like a claim waiting on the database, then looks
+    /// the record up again, instead of queueing for the database only to find it: duplicates
+    /// replay as soon as the first one commits. Off, every duplicate goes to the database,
+    /// which is the arbiter either way (and always across processes).
+    #[must_use]
+    pub fn coalescing(mut self, on: bool) -> Self {
+        self.local = on.then(|| self.local.take().unwrap_or_default());
+        self
     }
 
     /// The same store with a hook awaited at every [`crate::failpoints::Point`].

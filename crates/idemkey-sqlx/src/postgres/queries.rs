@@ -155,6 +155,10 @@ impl Backend for Postgres {
 
     crate::statements::fenced_statements!();
 
+    fn duplicate_wait(settings: &PgSettings) -> std::time::Duration {
+        settings.claim_lock_timeout()
+    }
+
     fn is_retryable(error: &sqlx::Error) -> bool {
         super::error::is_retryable(error)
     }

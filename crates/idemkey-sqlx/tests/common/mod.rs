@@ -73,6 +73,7 @@ macro_rules! seed_cases {
             handler_panic_rolls_back,
             unstored_status_rolls_back,
             cancelled_request_leaves_no_transaction_open,
+            in_process_duplicates_wait_for_the_first_and_replay,
         );
     };
     (@each $fixture:ty; $($case:ident),* $(,)?) => {

@@ -2,7 +2,7 @@
 //! atomic API, written once for every backend.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use idemkey_core::{ClaimRequest, Fingerprint, Key, Operation, Store, StoredResponse};
 use idemkey_sqlx::failpoints::Point;
@@ -10,7 +10,7 @@ use std::marker::PhantomData;
 
 use idemkey_sqlx::{AtomicError, AtomicHandler, AtomicOptions, HandlerResult, Outcome, SqlxStore};
 use sqlx::Transaction;
-use tokio::sync::Barrier;
+use tokio::sync::{Barrier, Notify};
 
 use super::{Fixture, at};
 
@@ -144,7 +144,9 @@ pub async fn another_actor_with_the_same_key_gets_a_separate_note<F: Fixture>() 
     assert_eq!(F::count_notes(&store).await, 2);
 }
 
-/// Runs `n` identical requests whose lookups all miss before any of them claims.
+/// Runs `n` identical requests whose lookups all miss before any of them claims. Every other
+/// one does not coalesce with the others in the process (as on another instance), so the
+/// database's claim settles the race as well as the in-process turn.
 async fn race<F: Fixture>(n: usize) -> (SqlxStore<F::DB>, Vec<Outcome<StoredResponse>>, usize) {
     let barrier = Arc::new(Barrier::new(n));
     let misses = Arc::new(AtomicUsize::new(0));
@@ -159,8 +161,8 @@ async fn race<F: Fixture>(n: usize) -> (SqlxStore<F::DB>, Vec<Outcome<StoredResp
     let store = F::store().await.with_failpoints(hook);
     let req = request(&actor(), "key-a", "raced");
     let tasks: Vec<_> = (0..n)
-        .map(|_| {
-            let (store, req) = (store.clone(), req.clone());
+        .map(|i| {
+            let (store, req) = (store.clone().coalescing(i % 2 == 0), req.clone());
             tokio::spawn(async move { create_note::<F>(&store, &req, "raced", 201).await.unwrap() })
         })
         .collect();
@@ -298,4 +300,65 @@ pub async fn cancelled_request_leaves_no_transaction_open<F: Fixture>() {
         );
         assert_eq!(F::count_notes(&store).await, 1, "{point:?}");
     }
+}
+
+/// Duplicates arriving in the process while the first request is held before its commit
+/// wait for it in the process: none of them reaches the claim, and all replay its response
+/// once it commits.
+pub async fn in_process_duplicates_wait_for_the_first_and_replay<F: Fixture>() {
+    let (looked, claims) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (reached, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let held = Arc::new(AtomicBool::new(false));
+    let hook: idemkey_sqlx::failpoints::Hook = {
+        let (looked, claims) = (looked.clone(), claims.clone());
+        let (reached, release, held) = (reached.clone(), release.clone(), held.clone());
+        Arc::new(move |point| {
+            let (reached, release) = (reached.clone(), release.clone());
+            match point {
+                Point::AfterLookup => _ = looked.fetch_add(1, Ordering::SeqCst),
+                Point::BeforeClaim => _ = claims.fetch_add(1, Ordering::SeqCst),
+                _ => {}
+            }
+            let hold = point == Point::BeforeCommit && !held.swap(true, Ordering::SeqCst);
+            Box::pin(async move {
+                if hold {
+                    reached.notify_one();
+                    release.notified().await;
+                }
+                Ok(())
+            })
+        })
+    };
+    let store = F::store().await.with_failpoints(hook);
+    let req = request(&actor(), "key-a", "coalesced");
+    let spawn = |store: &SqlxStore<F::DB>| {
+        let (store, req) = (store.clone(), req.clone());
+        tokio::spawn(async move { create_note::<F>(&store, &req, "coalesced", 201).await })
+    };
+    let first = spawn(&store);
+    reached.notified().await;
+    let duplicates: Vec<_> = (0..8).map(|_| spawn(&store)).collect();
+    for _ in 0..6000 {
+        if looked.load(Ordering::SeqCst) == 9 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        looked.load(Ordering::SeqCst),
+        9,
+        "every duplicate missed the lookup"
+    );
+    release.notify_one();
+    assert!(matches!(first.await.unwrap(), Ok(Outcome::Executed(_))));
+    for duplicate in duplicates {
+        let outcome = duplicate.await.unwrap();
+        assert!(matches!(outcome, Ok(Outcome::Replayed(_))), "{outcome:?}");
+    }
+    assert_eq!(
+        claims.load(Ordering::SeqCst),
+        1,
+        "only the first request claimed"
+    );
+    assert_eq!(F::count_notes(&store).await, 1);
 }

@@ -16,6 +16,12 @@ use super::{PgFixture, store_with};
 use crate::common::Fixture;
 use crate::common::seed::request;
 
+/// The store as another instance sees it: without this process's coalescing, which would keep
+/// a duplicate waiting in the process instead of on the database, which these tests are about.
+fn elsewhere(store: &PgStore) -> PgStore {
+    store.clone().coalescing(false)
+}
+
 /// Long enough never to run out in a test: a test decides when the winner ends.
 const PATIENT: Duration = Duration::from_secs(600);
 
@@ -27,7 +33,7 @@ async fn winner_and_blocked_duplicate(store: &PgStore) -> (Gate, Task, Task) {
     let held = store.clone().with_failpoints(gate.hook());
     let winner = spawn(&held, &req, TestNote::new(&req, "waited"));
     gate.reached().await;
-    let duplicate = spawn(store, &req, TestNote::new(&req, "waited"));
+    let duplicate = spawn(&elsewhere(store), &req, TestNote::new(&req, "waited"));
     claims_blocked(store, 1).await;
     (gate, winner, duplicate)
 }
@@ -86,7 +92,8 @@ async fn a_wait_past_the_claim_lock_timeout_is_in_flight() {
     gate.reached().await;
     // The winner stays open until after the duplicate has its answer. The outer timeout
     // only turns an unbounded wait (the bug) into a failure instead of a hang.
-    let duplicate = run(&store, &req, TestNote::new(&req, "bounded"));
+    let other_instance = elsewhere(&store);
+    let duplicate = run(&other_instance, &req, TestNote::new(&req, "bounded"));
     let duplicate = tokio::time::timeout(PATIENT, duplicate).await.unwrap();
     assert!(
         matches!(duplicate, Ok(Outcome::InFlight { retry_after }) if retry_after == Duration::from_secs(1)),
@@ -247,7 +254,7 @@ async fn duplicates_beyond_the_waiter_cap_are_in_flight() {
     );
     gate.reached().await;
     let storm: Vec<_> = (0..16)
-        .map(|_| spawn(&store, &req, TestNote::new(&req, "storm")))
+        .map(|_| spawn(&elsewhere(&store), &req, TestNote::new(&req, "storm")))
         .collect();
     wait_until("14 duplicates to be answered", || async {
         let blocked = waiting(&store, "INSERT INTO idemkey_records").await;

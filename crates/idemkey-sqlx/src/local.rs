@@ -1,0 +1,128 @@
+//! In-process coalescing of atomic-mode duplicates (contract §8: the losers wait for the
+//! winner's answer).
+//!
+//! A request whose scope another request of the same store is already claiming waits for that
+//! one to end instead of queueing for SQLite's writer or a PostgreSQL row lock only to find
+//! the record there. When the first one commits, it hands its record (as committed) to the
+//! waiting ones, which answer from it as from a lookup; when it ends without a record, they
+//! look again (and the next one claims). The database stays the arbiter: across processes
+//! and instances, and whenever the wait is cut short.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use idemkey_core::{Claim, ClaimRequest, Fingerprint, Record, RecordState, Scope, StoredResponse};
+use tokio::sync::watch;
+
+/// What the duplicates of a request wait on: the record it committed, or the channel's close
+/// when it ended without one.
+type Settled = watch::Sender<Option<Arc<Record>>>;
+
+/// The scopes this store's requests are claiming, each with the channel its duplicates wait
+/// on.
+#[derive(Debug, Default)]
+pub(crate) struct LocalClaims {
+    claiming: Mutex<HashMap<Scope, Arc<Settled>>>,
+}
+
+/// Whose turn it is for a scope in this process.
+pub(crate) enum Turn {
+    /// Claim; duplicates wait until this is dropped.
+    Lead(Box<LocalTurn>),
+    /// Another request is claiming: wait until it settles its record (`changed()` is `Ok`)
+    /// or ends without one (`Err`).
+    Follow(watch::Receiver<Option<Arc<Record>>>),
+}
+
+/// A request's turn at claiming a scope; dropping it wakes the duplicates.
+#[derive(Debug)]
+pub(crate) struct LocalTurn {
+    claims: Arc<LocalClaims>,
+    scope: Scope,
+    settled: Arc<Settled>,
+    version: String,
+    fingerprint: Fingerprint,
+    request_id: Option<String>,
+}
+
+impl LocalClaims {
+    pub(crate) fn take(self: &Arc<Self>, request: &ClaimRequest) -> Turn {
+        let mut claiming = self.claiming.lock().unwrap_or_else(PoisonError::into_inner);
+        // Subscribing under the lock: a leader that ends right after still wakes us.
+        if let Some(leader) = claiming.get(&request.scope) {
+            return Turn::Follow(leader.subscribe());
+        }
+        let settled = Arc::new(watch::channel(None).0);
+        claiming.insert(request.scope.clone(), settled.clone());
+        Turn::Lead(Box::new(LocalTurn {
+            claims: self.clone(),
+            scope: request.scope.clone(),
+            settled,
+            version: request.operation.version().to_owned(),
+            fingerprint: request.fingerprint,
+            request_id: request.request_id.clone(),
+        }))
+    }
+}
+
+impl LocalTurn {
+    /// Hands the record this turn's claim committed, with `response` stored, to the waiting
+    /// duplicates. Call only once the commit is acknowledged.
+    pub(crate) fn settle(&self, claim: &Claim, response: &StoredResponse) {
+        let record = Record {
+            record_id: claim.record_id,
+            version: self.version.clone(),
+            fingerprint: self.fingerprint,
+            token: claim.token,
+            state: RecordState::Completed(response.clone()),
+            request_id: self.request_id.clone(),
+        };
+        self.settled.send_replace(Some(Arc::new(record)));
+    }
+}
+
+impl Drop for LocalTurn {
+    fn drop(&mut self) {
+        let mut claiming = self
+            .claims
+            .claiming
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // With this turn's, the last sender goes: every follower's receiver closes.
+        claiming.remove(&self.scope);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(key: &str) -> ClaimRequest {
+        let operation = idemkey_core::Operation::new("op", "v1");
+        let key = idemkey_core::Key::parse(key.as_bytes()).unwrap();
+        ClaimRequest::new(
+            "actor",
+            operation,
+            key,
+            Fingerprint::builder("POST", "/").body(b""),
+        )
+    }
+
+    #[tokio::test]
+    async fn duplicates_wait_for_the_leader_and_other_scopes_do_not() {
+        let claims = Arc::new(LocalClaims::default());
+        let Turn::Lead(leader) = claims.take(&request("a")) else {
+            panic!("the first request leads");
+        };
+        assert!(matches!(claims.take(&request("b")), Turn::Lead(_)));
+        let Turn::Follow(mut follower) = claims.take(&request("a")) else {
+            panic!("a duplicate follows");
+        };
+        drop(leader);
+        assert!(
+            follower.changed().await.is_err(),
+            "woken by the leader's end"
+        );
+        assert!(matches!(claims.take(&request("a")), Turn::Lead(_)));
+    }
+}
