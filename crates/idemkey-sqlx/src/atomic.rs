@@ -1,20 +1,18 @@
 //! Atomic mode (contract §8): the claim, the caller's business writes and the stored response
 //! commit in one transaction, or none of them does.
 
-use std::time::Duration;
-
-use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use idemkey_core::{
-    Answer, Claim, ClaimRequest, Decision, Error, ExpiredLease, Record, Result, StoredResponse,
-    TryClaim, decide, previous_attempt_unknown, retry_after,
+    Answer, Claim, ClaimRequest, Decision, Error, ExpiredLease, Result, StoredResponse, TryClaim,
+    decide, previous_attempt_unknown, retry_after,
 };
 use sqlx::Transaction;
 
 use tokio::sync::watch;
 
 use crate::failpoints::Point;
-use crate::local::{LocalTurn, Turn};
+use crate::local::{LocalTurn, Settled, Turn};
 use crate::{Backend, SqlxStore};
 
 /// An open write transaction that holds the claim of a scope as its first statement.
@@ -106,6 +104,17 @@ impl<DB: Backend> SqlxStore<DB> {
         request: &ClaimRequest,
         on_expired: ExpiredLease,
     ) -> Result<AtomicBegin<DB>> {
+        self.begin_atomic_by(request, on_expired, None).await
+    }
+
+    /// [`Self::begin_atomic`]; `deadline` bounds a wait for another request of this process
+    /// that began before (see [`Self::after_leader`]).
+    async fn begin_atomic_by(
+        &self,
+        request: &ClaimRequest,
+        on_expired: ExpiredLease,
+        deadline: Option<Instant>,
+    ) -> Result<AtomicBegin<DB>> {
         let mut conn = self.conn().await?;
         if let Some(record) = DB::lookup(&mut conn, &request.scope).await?
             && let Ok(answer) = decide(request, &record, on_expired).into_answer()
@@ -116,15 +125,18 @@ impl<DB: Backend> SqlxStore<DB> {
         // dropped here otherwise, so that a request paused below holds none.
         let conn = DB::CLAIM_ON_LOOKUP_CONNECTION.then_some(conn);
         self.hit(Point::AfterLookup).await?;
-        let turn = match self.local.as_ref().map(|local| local.take(request)) {
+        let mut turn = match self.local.as_ref().map(|local| local.take(request)) {
             Some(Turn::Follow(leader)) => {
                 drop(conn);
-                return Box::pin(self.after_leader(request, on_expired, leader)).await;
+                return Box::pin(self.after_leader(request, on_expired, leader, deadline)).await;
             }
             Some(Turn::Lead(turn)) => Some(turn),
             None => None,
         };
         let Some((mut tx, claimed)) = DB::begin_claim(self, request, conn).await? else {
+            if let Some(turn) = &turn {
+                turn.in_flight();
+            }
             // A concurrent claim is still uncommitted past the wait bound: its lease is
             // not visible, so the shortest Retry-After.
             let retry_after = retry_after(Duration::ZERO);
@@ -144,6 +156,9 @@ impl<DB: Backend> SqlxStore<DB> {
         let claim = DB::reclaim(&mut tx, request, &record)
             .await?
             .ok_or(Error::Contention)?;
+        if let Some(turn) = &mut turn {
+            turn.adopt(&record);
+        }
         if decision == Decision::Reclaim {
             return Ok(AtomicBegin::Execute(AtomicClaim::join(tx, claim, turn)));
         }
@@ -160,11 +175,12 @@ impl<DB: Backend> SqlxStore<DB> {
         atomic: AtomicClaim<DB>,
         response: &StoredResponse,
     ) -> Result<()> {
-        // The turn ends after the commit, handing the record to this process's duplicates.
+        // The turn ends after the commit, handing the record to this process's duplicates;
+        // on a failure, after the transaction (bindings drop in reverse order).
         let AtomicClaim {
+            turn,
             mut tx,
             claim,
-            turn,
         } = atomic;
         self.hit(Point::BeforeComplete).await?;
         DB::complete(&mut tx, &claim, response).await?;
@@ -178,28 +194,53 @@ impl<DB: Backend> SqlxStore<DB> {
 }
 
 impl<DB: Backend> SqlxStore<DB> {
-    /// A duplicate of a request this process is claiming: waits for it (bounded like a
-    /// claim waiting on the database), answers from the record it committed, or begins again
-    /// from the lookup when it ended without one.
+    /// A duplicate of a request this process is claiming: waits for it, answers from the
+    /// record it committed (or in flight if it waited past the bound), or begins again from
+    /// the lookup when it ended without either. One bound, like a claim waiting on the
+    /// database, covers every wait of the request, however many requests it follows in turn.
     async fn after_leader(
         &self,
         request: &ClaimRequest,
         on_expired: ExpiredLease,
-        mut leader: watch::Receiver<Option<Arc<Record>>>,
+        mut leader: watch::Receiver<Option<Settled>>,
+        deadline: Option<Instant>,
     ) -> Result<AtomicBegin<DB>> {
-        let wait = DB::duplicate_wait(&self.settings);
-        let Ok(ended) = tokio::time::timeout(wait, leader.changed()).await else {
-            tracing::debug!(?wait, "in-process duplicate waited its bound: in flight");
+        let in_flight = || {
             let retry_after = retry_after(Duration::ZERO);
-            return Ok(AtomicBegin::InFlight { retry_after });
+            Ok(AtomicBegin::InFlight { retry_after })
         };
-        let settled = ended.ok().and_then(|()| leader.borrow().clone());
-        if let Some(record) = settled
-            && let Ok(answer) = decide(request, &record, on_expired).into_answer()
-        {
-            return Ok(answer.into());
+        let deadline =
+            deadline.unwrap_or_else(|| Instant::now() + DB::duplicate_wait(&self.settings));
+        let settled = loop {
+            // Settled before this request subscribed, or since it last looked.
+            if let Some(settled) = leader.borrow_and_update().clone() {
+                break Some(settled);
+            }
+            match tokio::time::timeout_at(deadline.into(), leader.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_closed)) => break None,
+                Err(_elapsed) => {
+                    tracing::debug!("in-process duplicate waited its bound: in flight");
+                    return in_flight();
+                }
+            }
+        };
+        match settled {
+            Some(Settled::InFlight) => in_flight(),
+            Some(Settled::Committed(record)) => {
+                match decide(request, &record, on_expired).into_answer() {
+                    Ok(answer) => Ok(answer.into()),
+                    Err(_) => {
+                        self.begin_atomic_by(request, on_expired, Some(deadline))
+                            .await
+                    }
+                }
+            }
+            None => {
+                self.begin_atomic_by(request, on_expired, Some(deadline))
+                    .await
+            }
         }
-        self.begin_atomic(request, on_expired).await
     }
 }
 

@@ -14,15 +14,23 @@ use std::sync::{Arc, Mutex, PoisonError};
 use idemkey_core::{Claim, ClaimRequest, Fingerprint, Record, RecordState, Scope, StoredResponse};
 use tokio::sync::watch;
 
-/// What the duplicates of a request wait on: the record it committed, or the channel's close
-/// when it ended without one.
-type Settled = watch::Sender<Option<Arc<Record>>>;
+/// How a request that duplicates were waiting for ended, when it ended with an answer for
+/// them (otherwise the channel closes and they look again).
+#[derive(Clone, Debug)]
+pub(crate) enum Settled {
+    /// The record it committed, as committed.
+    Committed(Arc<Record>),
+    /// Its claim waited on the database past the bound: so have they.
+    InFlight,
+}
+
+type Sender = watch::Sender<Option<Settled>>;
 
 /// The scopes this store's requests are claiming, each with the channel its duplicates wait
 /// on.
 #[derive(Debug, Default)]
 pub(crate) struct LocalClaims {
-    claiming: Mutex<HashMap<Scope, Arc<Settled>>>,
+    claiming: Mutex<HashMap<Scope, Arc<Sender>>>,
 }
 
 /// Whose turn it is for a scope in this process.
@@ -31,7 +39,7 @@ pub(crate) enum Turn {
     Lead(Box<LocalTurn>),
     /// Another request is claiming: wait until it settles its record (`changed()` is `Ok`)
     /// or ends without one (`Err`).
-    Follow(watch::Receiver<Option<Arc<Record>>>),
+    Follow(watch::Receiver<Option<Settled>>),
 }
 
 /// A request's turn at claiming a scope; dropping it wakes the duplicates.
@@ -39,7 +47,7 @@ pub(crate) enum Turn {
 pub(crate) struct LocalTurn {
     claims: Arc<LocalClaims>,
     scope: Scope,
-    settled: Arc<Settled>,
+    settled: Arc<Sender>,
     version: String,
     fingerprint: Fingerprint,
     request_id: Option<String>,
@@ -66,6 +74,19 @@ impl LocalClaims {
 }
 
 impl LocalTurn {
+    /// The claim took over `record`: what it commits keeps that record's version, fingerprint
+    /// and request id, not this request's.
+    pub(crate) fn adopt(&mut self, record: &Record) {
+        self.version.clone_from(&record.version);
+        self.fingerprint = record.fingerprint;
+        self.request_id.clone_from(&record.request_id);
+    }
+
+    /// Tells the waiting duplicates that this claim waited on the database past the bound.
+    pub(crate) fn in_flight(&self) {
+        self.settled.send_replace(Some(Settled::InFlight));
+    }
+
     /// Hands the record this turn's claim committed, with `response` stored, to the waiting
     /// duplicates. Call only once the commit is acknowledged.
     pub(crate) fn settle(&self, claim: &Claim, response: &StoredResponse) {
@@ -77,7 +98,8 @@ impl LocalTurn {
             state: RecordState::Completed(response.clone()),
             request_id: self.request_id.clone(),
         };
-        self.settled.send_replace(Some(Arc::new(record)));
+        let settled = Settled::Committed(Arc::new(record));
+        self.settled.send_replace(Some(settled));
     }
 }
 

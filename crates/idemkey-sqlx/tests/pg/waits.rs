@@ -1,6 +1,8 @@
 //! Contract §8 on PostgreSQL: a duplicate's claim waits for an uncommitted claim of its scope,
 //! bounded by a claim-only lock timeout and capped in number.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use idemkey_core::StoredResponse;
@@ -8,6 +10,7 @@ use idemkey_sqlx::failpoints::Point;
 use idemkey_sqlx::{AtomicHandler, AtomicOptions, HandlerResult, Outcome, PgStore};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{Postgres, Transaction};
+use tokio::sync::Barrier;
 
 use super::tools::{
     Gate, Task, TestNote, actor, body, claims_blocked, run, spawn, wait_until, waiting,
@@ -282,4 +285,65 @@ async fn duplicates_beyond_the_waiter_cap_are_in_flight() {
         2,
         "the winner's and the other one"
     );
+}
+
+/// This process's duplicates of a request whose claim gives up on another instance's claim
+/// (here at once: the only waiter permit is taken) are in flight with it: they do not claim
+/// after it, each giving up in turn, nor wait out their own, longer bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_process_duplicates_of_a_claim_that_gave_up_are_in_flight_with_it() {
+    if !PgFixture::available() {
+        return;
+    }
+    let store = PgFixture::store()
+        .await
+        .with_claim_lock_timeout(PATIENT)
+        .with_max_waiters(1);
+    // Another instance's claim, held open; a third instance's duplicate waits for it with
+    // the only waiter permit.
+    let req = request(&actor(), "key-a", "waited");
+    let gate = Gate::new(Point::BeforeCommit);
+    let winner = elsewhere(&store).with_failpoints(gate.hook());
+    let winner = spawn(&winner, &req, TestNote::new(&req, "waited"));
+    gate.reached().await;
+    let waiter = spawn(&elsewhere(&store), &req, TestNote::new(&req, "waited"));
+    claims_blocked(&store, 1).await;
+    // All four miss the lookup before any takes its turn; then count who claims.
+    let (looked, claims) = (Arc::new(Barrier::new(4)), Arc::new(AtomicUsize::new(0)));
+    let counted = store.clone().with_failpoints({
+        let (looked, claims) = (looked.clone(), claims.clone());
+        Arc::new(move |point| {
+            let looked = looked.clone();
+            if point == Point::BeforeClaim {
+                claims.fetch_add(1, Ordering::SeqCst);
+            }
+            Box::pin(async move {
+                if point == Point::AfterLookup {
+                    looked.wait().await;
+                }
+                Ok(())
+            })
+        })
+    });
+    let duplicates: Vec<_> = (0..4)
+        .map(|_| spawn(&counted, &req, TestNote::new(&req, "waited")))
+        .collect();
+    for duplicate in duplicates {
+        let outcome = tokio::time::timeout(Duration::from_secs(60), duplicate)
+            .await
+            .expect("answered without waiting out the bound")
+            .unwrap();
+        assert!(
+            matches!(outcome, Ok(Outcome::InFlight { .. })),
+            "{outcome:?}"
+        );
+    }
+    assert_eq!(
+        claims.load(Ordering::SeqCst),
+        1,
+        "only the first of this process claimed"
+    );
+    gate.pass();
+    assert!(matches!(winner.await.unwrap(), Ok(Outcome::Executed(_))));
+    assert!(matches!(waiter.await.unwrap(), Ok(Outcome::Replayed(_))));
 }
