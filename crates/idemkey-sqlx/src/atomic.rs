@@ -8,7 +8,6 @@ use idemkey_core::{
     decide, previous_attempt_unknown, retry_after,
 };
 use sqlx::Transaction;
-
 use tokio::sync::watch;
 
 use crate::failpoints::Point;
@@ -225,22 +224,16 @@ impl<DB: Backend> SqlxStore<DB> {
                 }
             }
         };
-        match settled {
-            Some(Settled::InFlight) => in_flight(),
-            Some(Settled::Committed(record)) => {
-                match decide(request, &record, on_expired).into_answer() {
-                    Ok(answer) => Ok(answer.into()),
-                    Err(_) => {
-                        self.begin_atomic_by(request, on_expired, Some(deadline))
-                            .await
-                    }
-                }
-            }
-            None => {
-                self.begin_atomic_by(request, on_expired, Some(deadline))
-                    .await
-            }
+        if let Some(Settled::InFlight) = settled {
+            return in_flight();
         }
+        if let Some(Settled::Committed(record)) = settled
+            && let Ok(answer) = decide(request, &record, on_expired).into_answer()
+        {
+            return Ok(answer.into());
+        }
+        self.begin_atomic_by(request, on_expired, Some(deadline))
+            .await
     }
 }
 

@@ -1,12 +1,12 @@
 //! [`SqlxStore`]: the lease-mode [`Store`] over any [`Backend`].
 
+use std::sync::Arc;
+
 use idemkey_core::{
     Claim, ClaimRequest, Error, Record, Result, Scope, Store, StoredResponse, TryClaim,
 };
 use sqlx::pool::PoolConnection;
 use sqlx::{Pool, Transaction};
-
-use std::sync::Arc;
 
 use crate::Backend;
 use crate::error::store_error;
