@@ -20,7 +20,8 @@ use tokio::sync::watch;
 pub(crate) enum Settled {
     /// The record it committed, as committed.
     Committed(Arc<Record>),
-    /// Its claim waited on the database past the bound: so have they.
+    /// Its claim gave up waiting on the database (its bound, or the cap on waiting
+    /// claims): they answer in flight with it.
     InFlight,
 }
 
@@ -37,8 +38,8 @@ pub(crate) struct LocalClaims {
 pub(crate) enum Turn {
     /// Claim; duplicates wait until this is dropped.
     Lead(Box<LocalTurn>),
-    /// Another request is claiming: wait until it settles its record (`changed()` is `Ok`)
-    /// or ends without one (`Err`).
+    /// Another request is claiming: wait until it settles (`changed()` is `Ok`) or ends
+    /// without settling (`Err`: the channel closed).
     Follow(watch::Receiver<Option<Settled>>),
 }
 
