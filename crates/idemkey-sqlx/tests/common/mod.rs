@@ -74,6 +74,8 @@ macro_rules! seed_cases {
             unstored_status_rolls_back,
             cancelled_request_leaves_no_transaction_open,
             in_process_duplicates_wait_for_the_first_and_replay,
+            an_in_process_duplicate_with_another_body_is_a_mismatch,
+            an_in_process_duplicate_executes_when_the_first_stores_nothing,
         );
     };
     (@each $fixture:ty; $($case:ident),* $(,)?) => {

@@ -362,3 +362,81 @@ pub async fn in_process_duplicates_wait_for_the_first_and_replay<F: Fixture>() {
     );
     assert_eq!(F::count_notes(&store).await, 1);
 }
+
+/// Runs `first`, held once its claim has begun (its turn in the process taken), then
+/// `second`, and lets the first go on once the second has missed its lookup: the second
+/// waits for the first in the process. Each is (request, title, status).
+async fn first_then_follower<F: Fixture>(
+    first: (ClaimRequest, &'static str, u16),
+    second: (ClaimRequest, &'static str, u16),
+) -> (
+    SqlxStore<F::DB>,
+    Result<StoredResponse>,
+    Result<StoredResponse>,
+) {
+    let looked = Arc::new(AtomicUsize::new(0));
+    let (reached, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let held = Arc::new(AtomicBool::new(false));
+    let hook: idemkey_sqlx::failpoints::Hook = {
+        let (looked, reached, release) = (looked.clone(), reached.clone(), release.clone());
+        Arc::new(move |point| {
+            if point == Point::AfterLookup {
+                looked.fetch_add(1, Ordering::SeqCst);
+            }
+            let hold = point == Point::BeforeClaim && !held.swap(true, Ordering::SeqCst);
+            let (reached, release) = (reached.clone(), release.clone());
+            Box::pin(async move {
+                if hold {
+                    reached.notify_one();
+                    release.notified().await;
+                }
+                Ok(())
+            })
+        })
+    };
+    let store = F::store().await.with_failpoints(hook);
+    let run = |(req, title, status): (ClaimRequest, &'static str, u16)| {
+        let store = store.clone();
+        tokio::spawn(async move { create_note::<F>(&store, &req, title, status).await })
+    };
+    let first = run(first);
+    reached.notified().await;
+    let second = run(second);
+    for _ in 0..6000 {
+        if looked.load(Ordering::SeqCst) == 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        looked.load(Ordering::SeqCst),
+        2,
+        "the second missed its lookup"
+    );
+    release.notify_one();
+    (store, first.await.unwrap(), second.await.unwrap())
+}
+
+/// A duplicate waiting in the process with another body is answered `key-reused` from the
+/// record the first one committed.
+pub async fn an_in_process_duplicate_with_another_body_is_a_mismatch<F: Fixture>() {
+    let actor = actor();
+    let first = (request(&actor, "key-a", "first"), "first", 201);
+    let second = (request(&actor, "key-a", "second"), "second", 201);
+    let (store, first, second) = first_then_follower::<F>(first, second).await;
+    assert!(matches!(first, Ok(Outcome::Executed(_))), "{first:?}");
+    assert!(matches!(second, Ok(Outcome::Mismatch)), "{second:?}");
+    assert_eq!(F::count_notes(&store).await, 1);
+}
+
+/// A duplicate waiting in the process for a request that ends without a record (an unstored
+/// status rolls it back) claims and executes itself.
+pub async fn an_in_process_duplicate_executes_when_the_first_stores_nothing<F: Fixture>() {
+    let actor = actor();
+    let first = (request(&actor, "key-a", "again"), "again", 500);
+    let second = (request(&actor, "key-a", "again"), "again", 201);
+    let (store, first, second) = first_then_follower::<F>(first, second).await;
+    assert!(matches!(first, Ok(Outcome::NotStored(_))), "{first:?}");
+    assert!(matches!(second, Ok(Outcome::Executed(_))), "{second:?}");
+    assert_eq!(F::count_notes(&store).await, 1);
+}
