@@ -302,24 +302,34 @@ pub async fn cancelled_request_leaves_no_transaction_open<F: Fixture>() {
     }
 }
 
-/// Duplicates arriving in the process while the first request is held before its commit
-/// wait for it in the process: none of them reaches the claim, and all replay its response
-/// once it commits.
-pub async fn in_process_duplicates_wait_for_the_first_and_replay<F: Fixture>() {
-    let (looked, claims) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let (reached, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
-    let held = Arc::new(AtomicBool::new(false));
-    let hook: idemkey_sqlx::failpoints::Hook = {
-        let (looked, claims) = (looked.clone(), claims.clone());
-        let (reached, release, held) = (reached.clone(), release.clone(), held.clone());
-        Arc::new(move |point| {
-            let (reached, release) = (reached.clone(), release.clone());
+/// A failpoint hook that counts the lookups missed (`AfterLookup`) and the claims begun
+/// (`BeforeClaim`), and holds the first request to reach `hold` until released.
+struct Held {
+    looked: Arc<AtomicUsize>,
+    claims: Arc<AtomicUsize>,
+    reached: Arc<Notify>,
+    release: Arc<Notify>,
+}
+
+impl Held {
+    fn at(hold: Point) -> (Self, idemkey_sqlx::failpoints::Hook) {
+        let held = Self {
+            looked: Arc::default(),
+            claims: Arc::default(),
+            reached: Arc::default(),
+            release: Arc::default(),
+        };
+        let (looked, claims) = (held.looked.clone(), held.claims.clone());
+        let (reached, release) = (held.reached.clone(), held.release.clone());
+        let first = Arc::new(AtomicBool::new(true));
+        let hook: idemkey_sqlx::failpoints::Hook = Arc::new(move |point| {
             match point {
                 Point::AfterLookup => _ = looked.fetch_add(1, Ordering::SeqCst),
                 Point::BeforeClaim => _ = claims.fetch_add(1, Ordering::SeqCst),
                 _ => {}
             }
-            let hold = point == Point::BeforeCommit && !held.swap(true, Ordering::SeqCst);
+            let hold = point == hold && first.swap(false, Ordering::SeqCst);
+            let (reached, release) = (reached.clone(), release.clone());
             Box::pin(async move {
                 if hold {
                     reached.notify_one();
@@ -327,8 +337,28 @@ pub async fn in_process_duplicates_wait_for_the_first_and_replay<F: Fixture>() {
                 }
                 Ok(())
             })
-        })
-    };
+        });
+        (held, hook)
+    }
+
+    /// Waits until `n` lookups have missed, then lets the held request go on.
+    async fn release_after_lookups(&self, n: usize) {
+        for _ in 0..6000 {
+            if self.looked.load(Ordering::SeqCst) == n {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert_eq!(self.looked.load(Ordering::SeqCst), n, "lookups missed");
+        self.release.notify_one();
+    }
+}
+
+/// Duplicates arriving in the process while the first request is held before its commit
+/// wait for it in the process: none of them reaches the claim, and all replay its response
+/// once it commits.
+pub async fn in_process_duplicates_wait_for_the_first_and_replay<F: Fixture>() {
+    let (held, hook) = Held::at(Point::BeforeCommit);
     let store = F::store().await.with_failpoints(hook);
     let req = request(&actor(), "key-a", "coalesced");
     let spawn = |store: &SqlxStore<F::DB>| {
@@ -336,30 +366,16 @@ pub async fn in_process_duplicates_wait_for_the_first_and_replay<F: Fixture>() {
         tokio::spawn(async move { create_note::<F>(&store, &req, "coalesced", 201).await })
     };
     let first = spawn(&store);
-    reached.notified().await;
+    held.reached.notified().await;
     let duplicates: Vec<_> = (0..8).map(|_| spawn(&store)).collect();
-    for _ in 0..6000 {
-        if looked.load(Ordering::SeqCst) == 9 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    assert_eq!(
-        looked.load(Ordering::SeqCst),
-        9,
-        "every duplicate missed the lookup"
-    );
-    release.notify_one();
+    held.release_after_lookups(9).await;
     assert!(matches!(first.await.unwrap(), Ok(Outcome::Executed(_))));
     for duplicate in duplicates {
         let outcome = duplicate.await.unwrap();
         assert!(matches!(outcome, Ok(Outcome::Replayed(_))), "{outcome:?}");
     }
-    assert_eq!(
-        claims.load(Ordering::SeqCst),
-        1,
-        "only the first request claimed"
-    );
+    let claims = held.claims.load(Ordering::SeqCst);
+    assert_eq!(claims, 1, "only the first request claimed");
     assert_eq!(F::count_notes(&store).await, 1);
 }
 
@@ -374,46 +390,16 @@ async fn first_then_follower<F: Fixture>(
     Result<StoredResponse>,
     Result<StoredResponse>,
 ) {
-    let looked = Arc::new(AtomicUsize::new(0));
-    let (reached, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
-    let held = Arc::new(AtomicBool::new(false));
-    let hook: idemkey_sqlx::failpoints::Hook = {
-        let (looked, reached, release) = (looked.clone(), reached.clone(), release.clone());
-        Arc::new(move |point| {
-            if point == Point::AfterLookup {
-                looked.fetch_add(1, Ordering::SeqCst);
-            }
-            let hold = point == Point::BeforeClaim && !held.swap(true, Ordering::SeqCst);
-            let (reached, release) = (reached.clone(), release.clone());
-            Box::pin(async move {
-                if hold {
-                    reached.notify_one();
-                    release.notified().await;
-                }
-                Ok(())
-            })
-        })
-    };
+    let (held, hook) = Held::at(Point::BeforeClaim);
     let store = F::store().await.with_failpoints(hook);
     let run = |(req, title, status): (ClaimRequest, &'static str, u16)| {
         let store = store.clone();
         tokio::spawn(async move { create_note::<F>(&store, &req, title, status).await })
     };
     let first = run(first);
-    reached.notified().await;
+    held.reached.notified().await;
     let second = run(second);
-    for _ in 0..6000 {
-        if looked.load(Ordering::SeqCst) == 2 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    assert_eq!(
-        looked.load(Ordering::SeqCst),
-        2,
-        "the second missed its lookup"
-    );
-    release.notify_one();
+    held.release_after_lookups(2).await;
     (store, first.await.unwrap(), second.await.unwrap())
 }
 
