@@ -66,9 +66,10 @@ impl<DB: Backend> SqlxStore<DB> {
     /// default).
     ///
     /// Coalesced, a request whose scope another request of this store (or a clone) is
-    /// claiming waits for it to end, bounded like a claim waiting on the database, then looks
-    /// the record up again, instead of queueing for the database only to find it: duplicates
-    /// replay as soon as the first one commits. Off, every duplicate goes to the database,
+    /// claiming waits for it, bounded like a claim waiting on the database, instead of
+    /// queueing for the database only to find the record: it answers from the record the
+    /// first one committed (or in flight with it, or looks again if it ended without one), so
+    /// duplicates replay as soon as the first one commits. Off, every duplicate goes to the database,
     /// which is the arbiter either way (and always across processes).
     #[must_use]
     pub fn coalescing(mut self, on: bool) -> Self {
