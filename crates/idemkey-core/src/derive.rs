@@ -8,6 +8,9 @@ use sha2::Sha256;
 
 use crate::RecordId;
 
+/// The length of a secret made by [`DerivedKeys::generate_secret`]: 256 bits.
+pub const SECRET_LEN: usize = 32;
+
 /// Keys a lease-mode handler passes to external systems' own idempotency mechanisms:
 /// `HMAC-SHA256(server secret, record id ‖ purpose)`, hex-encoded.
 ///
@@ -45,6 +48,14 @@ impl DerivedKeys {
         mac.update(self.record_id.as_bytes());
         mac.update(purpose.as_bytes());
         hex::encode(mac.finalize().into_bytes())
+    }
+
+    /// A new random secret of [`SECRET_LEN`] bytes, for a store to keep (see
+    /// [`crate::Store::secret`]).
+    pub fn generate_secret() -> crate::Result<[u8; SECRET_LEN]> {
+        let mut secret = [0; SECRET_LEN];
+        getrandom::fill(&mut secret).map_err(|e| crate::Error::Backend(Box::new(e)))?;
+        Ok(secret)
     }
 
     /// The record these keys derive from.

@@ -56,12 +56,12 @@ mod store;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 
-pub use derive::DerivedKeys;
+pub use derive::{DerivedKeys, SECRET_LEN};
 pub use error::{BoxError, Error, Result};
 pub use fingerprint::Fingerprint;
 pub use key::{Key, KeyError, MAX_KEY_LEN};
 pub use memory::{Clock, ManualClock, MemoryStore, SystemClock};
-pub use policy::{ExpiredLease, StatusPolicy};
+pub use policy::{ExpiredLease, REJECTION_STATUSES, StatusPolicy, Verdict};
 pub use problem::{Problem, ProblemKind};
 pub use protocol::{Answer, Begin, Decision, begin, decide, previous_attempt_unknown, retry_after};
 pub use record::{

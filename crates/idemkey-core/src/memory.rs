@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::{
-    Claim, ClaimRequest, Error, Fingerprint, Record, RecordId, RecordState, Result, Scope, Store,
-    StoredResponse, TryClaim,
+    Claim, ClaimRequest, DerivedKeys, Error, Fingerprint, Record, RecordId, RecordState, Result,
+    Scope, Store, StoredResponse, TryClaim,
 };
 
 /// A source of wall-clock time in milliseconds since the Unix epoch.
@@ -75,6 +75,8 @@ struct Row {
 pub struct MemoryStore {
     rows: Arc<Mutex<HashMap<Scope, Row>>>,
     clock: Arc<dyn Clock>,
+    /// Lives as long as the records: both are gone with the process.
+    secret: Arc<std::sync::OnceLock<Arc<[u8]>>>,
 }
 
 impl Default for MemoryStore {
@@ -104,6 +106,7 @@ impl MemoryStore {
         Self {
             rows: Arc::default(),
             clock: Arc::new(clock),
+            secret: Arc::default(),
         }
     }
 
@@ -272,6 +275,14 @@ impl Store for MemoryStore {
             rows.remove(scope);
         }
         Ok(expired.len() as u64)
+    }
+
+    async fn secret(&self) -> Result<Arc<[u8]>> {
+        if let Some(secret) = self.secret.get() {
+            return Ok(secret.clone());
+        }
+        let made: Arc<[u8]> = Arc::new(DerivedKeys::generate_secret()?);
+        Ok(self.secret.get_or_init(|| made).clone())
     }
 }
 

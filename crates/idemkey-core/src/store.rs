@@ -1,6 +1,7 @@
 //! The store trait every backend implements (contract §5, §8a, §9).
 
 use std::future::Future;
+use std::sync::Arc;
 
 use crate::{Claim, ClaimRequest, Record, Result, Scope, StoredResponse};
 
@@ -64,4 +65,9 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// Deletes up to `batch` expired records in one short transaction, re-checking expiry in
     /// the delete itself. Returns how many it deleted; call again until it returns 0.
     fn sweep(&self, batch: u32) -> impl Future<Output = Result<u64>> + Send;
+
+    /// The secret behind derived keys (contract §8a): made at random the first time it is
+    /// asked for, then kept by the store, so that it is the same across restarts and for
+    /// every process that shares the store. Never empty. Callers may cache it.
+    fn secret(&self) -> impl Future<Output = Result<Arc<[u8]>>> + Send;
 }

@@ -54,8 +54,9 @@ pub struct NotesConfig {
     pub lease: Duration,
     /// Whether requests without a key run, unrecorded. Defaults to false (a key is required).
     pub optional_key: bool,
-    /// The secret behind derived keys (lease mode).
-    pub secret: Arc<[u8]>,
+    /// The secret behind derived keys (lease mode). Defaults to `None`: the store's own,
+    /// made once and kept in the database, the same for every instance and restart.
+    pub secret: Option<Arc<[u8]>>,
     /// Renders `/metrics`; without it the endpoint answers an empty document.
     pub metrics: Option<RenderMetrics>,
 }
@@ -68,7 +69,7 @@ impl Default for NotesConfig {
             retention: DEFAULT_RETENTION,
             lease: DEFAULT_LEASE,
             optional_key: false,
-            secret: Arc::from(uuid::Uuid::new_v4().as_bytes().as_slice()),
+            secret: None,
             metrics: None,
         }
     }

@@ -73,15 +73,18 @@ impl<DB: NotesDb> Clone for AppState<DB> {
 
 /// The idempotency settings of `POST /v1/notes`.
 pub fn idempotency_config(config: &NotesConfig) -> Config {
-    Config::default()
+    let idempotency = Config::default()
         // The route declares POST only: a request with another method is answered 405 by
         // the router without touching (or burning) the key.
         .methods([http::Method::POST])
         .require_key(!config.optional_key)
         .operation(|_: &http::request::Parts| Operation::new(CREATE_NOTE.0, CREATE_NOTE.1))
         .retention(config.retention)
-        .lease(config.lease)
-        .secret(config.secret.clone())
+        .lease(config.lease);
+    match &config.secret {
+        Some(secret) => idempotency.secret(secret.clone()),
+        None => idempotency,
+    }
 }
 
 /// The service's router, on a migrated store (idemkey's records and the `notes` table).

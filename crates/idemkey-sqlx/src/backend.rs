@@ -111,6 +111,13 @@ pub trait Backend: Database + Sealed {
     /// See [`idemkey_core::Store::sweep`].
     fn sweep(conn: &mut Self::Connection, batch: u32) -> impl Future<Output = Result<u64>> + Send;
 
+    /// The derived-key secret kept in the database: `candidate` is stored if there is none
+    /// yet, and the stored one returned either way.
+    fn load_secret(
+        conn: &mut Self::Connection,
+        candidate: &[u8],
+    ) -> impl Future<Output = Result<Vec<u8>>> + Send;
+
     /// The pool that write transactions and the store's own writes take their connection
     /// from. Defaults to `pool` itself; SQLite uses a pool of one connection of its own.
     fn writer_pool(pool: &Pool<Self>) -> Pool<Self> {

@@ -1,8 +1,11 @@
-//! Mapping sqlx errors onto idemkey's error.
+//! Mapping sqlx errors onto idemkey's error; each backend's own rules live in its folder.
 
 use idemkey_core::Error;
+use sqlx::error::DatabaseError;
 
-/// Classifies a sqlx error: waits that ran out are `Unavailable`, the rest `Backend`.
+/// Classifies a sqlx error: what may pass if tried again (a wait that ran out, a lost or
+/// refused connection, a server shutting down) is `Unavailable`; the rest, permanent until
+/// someone acts (a missing table, a denied permission, bad data), is `Backend`.
 pub(crate) fn store_error(error: sqlx::Error) -> Error {
     if is_unavailable(&error) {
         Error::Unavailable(Box::new(error))
@@ -13,33 +16,31 @@ pub(crate) fn store_error(error: sqlx::Error) -> Error {
 
 fn is_unavailable(error: &sqlx::Error) -> bool {
     match error {
-        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed => true,
-        sqlx::Error::Database(db) => db.code().is_some_and(|code| is_wait_code(&code)),
+        sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::Io(_)
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => is_transient(db.as_ref()),
         _ => false,
     }
 }
 
-/// SQLite busy or locked (any extended code), or PostgreSQL lock_not_available (55P03).
-fn is_wait_code(code: &str) -> bool {
-    if code == "55P03" {
-        return true;
+/// Asks the backend whose error this is: SQLite's codes and PostgreSQL's SQLSTATEs overlap
+/// as numbers ("42501" & 0xff is SQLite's BUSY), so no rule may read both.
+fn is_transient(db: &dyn DatabaseError) -> bool {
+    #[cfg(feature = "postgres")]
+    if let Some(pg) = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
+        return crate::postgres::error::is_transient(pg.code());
     }
-    code.parse::<i32>().is_ok_and(|c| matches!(c & 0xff, 5 | 6))
+    #[cfg(feature = "sqlite")]
+    if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+        return db.code().is_some_and(|code| crate::sqlite::is_busy(&code));
+    }
+    let _ = db;
+    false
 }
 
 /// Milliseconds for SQL arithmetic, saturating.
 pub(crate) fn millis(duration: std::time::Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX / 4)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn wait_codes() {
-        assert!(is_wait_code("5") && is_wait_code("517") && is_wait_code("6"));
-        assert!(is_wait_code("55P03"));
-        assert!(!is_wait_code("19") && !is_wait_code("23505"));
-    }
 }

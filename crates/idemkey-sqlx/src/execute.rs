@@ -49,6 +49,13 @@ pub trait AtomicResponse {
     fn retryable(&self) -> bool {
         false
     }
+    /// Whether the response commits (with its record) under `policy`; otherwise everything
+    /// rolls back. Defaults to: not [`Self::not_executed`], and stored by `policy`. A response
+    /// that knows its own verdict (idemkey-tower's, decided by the application's policy)
+    /// overrides this.
+    fn stored(&self, policy: StatusPolicy) -> bool {
+        !self.not_executed() && policy.stores(self.status())
+    }
 }
 
 impl AtomicResponse for StoredResponse {
@@ -181,7 +188,7 @@ impl<DB: Backend> SqlxStore<DB> {
                 }
                 continue;
             }
-            if response.not_executed() || !options.policy.stores(response.status()) {
+            if !response.stored(options.policy) {
                 rollback(tx).await;
                 return Ok(Outcome::NotStored(response));
             }

@@ -65,8 +65,9 @@ mod hook {
         }
     }
 
-    /// An injected fault, for hooks that fail a step.
+    /// An injected fault, for hooks that fail a step: the store unavailable at that point,
+    /// as a lost connection or a lock wait that ran out would make it.
     pub fn injected(point: Point) -> Error {
-        Error::Backend(format!("injected fault at {point:?}").into())
+        Error::Unavailable(format!("injected fault at {point:?}").into())
     }
 }

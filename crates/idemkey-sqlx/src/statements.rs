@@ -1,11 +1,12 @@
 //! The fenced statements whose code is the same on every backend, once: each backend's
 //! `impl Backend` expands [`fenced_statements!`] with its own SQL constants (`RECLAIM`,
-//! `COMPLETE`, `RELEASE`, `DISCARD`, `EXTEND`, `FORGET`, `SWEEP`) and its own typed helpers
+//! `COMPLETE`, `RELEASE`, `DISCARD`, `EXTEND`, `FORGET`, `SWEEP`, `SECRET_INSERT`,
+//! `SECRET_SELECT`) and its own typed helpers
 //! (`scoped`, `held`, `token_of`) in scope; [`claim_with!`] likewise gives each backend the
 //! claim's upsert-then-lookup.
 
-/// Expands to the `reclaim`, `complete`, `release`, `discard`, `extend`, `forget` and `sweep`
-/// methods of an `impl Backend` block.
+/// Expands to the `reclaim`, `complete`, `release`, `discard`, `extend`, `forget`, `sweep`
+/// and `load_secret` methods of an `impl Backend` block.
 macro_rules! fenced_statements {
     () => {
         async fn reclaim(
@@ -86,6 +87,18 @@ macro_rules! fenced_statements {
                 .await
                 .map_err(store_error)?;
             Ok(done.rows_affected())
+        }
+
+        async fn load_secret(conn: &mut Self::Connection, candidate: &[u8]) -> Result<Vec<u8>> {
+            sqlx::query(SECRET_INSERT)
+                .bind(candidate)
+                .execute(&mut *conn)
+                .await
+                .map_err(store_error)?;
+            sqlx::query_scalar(SECRET_SELECT)
+                .fetch_one(conn)
+                .await
+                .map_err(store_error)
         }
     };
 }

@@ -3,10 +3,11 @@
 use std::sync::Arc;
 
 use idemkey_core::{
-    Claim, ClaimRequest, Error, Record, Result, Scope, Store, StoredResponse, TryClaim,
+    Claim, ClaimRequest, DerivedKeys, Error, Record, Result, Scope, Store, StoredResponse, TryClaim,
 };
 use sqlx::pool::PoolConnection;
 use sqlx::{Pool, Transaction};
+use tokio::sync::OnceCell;
 
 use crate::Backend;
 use crate::error::store_error;
@@ -32,6 +33,8 @@ pub struct SqlxStore<DB: Backend> {
     /// Atomic-mode claims in progress in this process, shared by clones; `None` when
     /// duplicates are not coalesced (see [`SqlxStore::coalescing`]).
     pub(crate) local: Option<Arc<LocalClaims>>,
+    /// The derived-key secret once read from the database, shared by clones.
+    secret: Arc<OnceCell<Arc<[u8]>>>,
     #[cfg(feature = "failpoints")]
     pub(crate) failpoints: crate::failpoints::Failpoints,
 }
@@ -43,6 +46,7 @@ impl<DB: Backend> Clone for SqlxStore<DB> {
             writer: self.writer.clone(),
             settings: self.settings.clone(),
             local: self.local.clone(),
+            secret: self.secret.clone(),
             #[cfg(feature = "failpoints")]
             failpoints: self.failpoints.clone(),
         }
@@ -57,6 +61,7 @@ impl<DB: Backend> SqlxStore<DB> {
             writer: DB::writer_pool(&pool),
             pool,
             local: Some(Arc::default()),
+            secret: Arc::default(),
             #[cfg(feature = "failpoints")]
             failpoints: Default::default(),
         }
@@ -183,5 +188,23 @@ impl<DB: Backend> Store for SqlxStore<DB> {
 
     async fn sweep(&self, batch: u32) -> Result<u64> {
         DB::sweep(&mut *self.write_conn().await?, batch).await
+    }
+
+    async fn secret(&self) -> Result<Arc<[u8]>> {
+        let secret = self
+            .secret
+            .get_or_try_init(|| async {
+                let candidate = DerivedKeys::generate_secret()?;
+                let mut conn = self.write_conn().await?;
+                let kept = DB::load_secret(&mut conn, &candidate).await?;
+                if kept.is_empty() {
+                    return Err(Error::Backend(
+                        "the stored derived-key secret is empty".into(),
+                    ));
+                }
+                Ok::<_, Error>(Arc::from(kept))
+            })
+            .await?;
+        Ok(secret.clone())
     }
 }

@@ -147,7 +147,10 @@ async fn connect_with_migrates_into_the_connection_schema() {
     .fetch_all(store.pool())
     .await
     .unwrap();
-    assert_eq!(tables, ["_idemkey_migrations", "idemkey_records"]);
+    assert_eq!(
+        tables,
+        ["_idemkey_migrations", "idemkey_records", "idemkey_secret"]
+    );
     let applied = pg::scalar(&store, "SELECT count(*) FROM _idemkey_migrations").await;
-    assert_eq!(applied, 1);
+    assert_eq!(applied, 2);
 }

@@ -256,3 +256,30 @@ async fn a_reclaim_whose_commit_fails_is_an_error() {
     let after = store.lookup(&req.scope).await.unwrap().unwrap();
     assert_eq!(after.token, released.token, "still the released record");
 }
+
+/// Contract §8a: the derived-key secret is the store's, made once and kept in the file: a
+/// second store on the same file and a store opened after a restart read the same secret.
+#[tokio::test]
+async fn the_secret_is_kept_in_the_database() {
+    use idemkey_core::Store;
+    let path = fresh_path();
+    let url = format!("sqlite://{}", path.display());
+    let first = SqliteStore::connect(&url).await.unwrap();
+    let second = SqliteStore::connect(&url).await.unwrap();
+    let (a, b) = tokio::join!(first.secret(), second.secret());
+    let secret = a.unwrap();
+    assert_eq!(secret.len(), idemkey_core::SECRET_LEN);
+    assert_eq!(b.unwrap(), secret);
+    first.close().await;
+    second.close().await;
+    let reopened = SqliteStore::connect(&url).await.unwrap();
+    assert_eq!(reopened.secret().await.unwrap(), secret);
+    let other = SqliteStore::connect(&format!("sqlite://{}", fresh_path().display()))
+        .await
+        .unwrap();
+    assert_ne!(
+        other.secret().await.unwrap(),
+        secret,
+        "each database has its own"
+    );
+}

@@ -7,7 +7,7 @@ use std::time::Duration;
 use http::{HeaderName, Method, StatusCode};
 use idemkey_core::{DEFAULT_LEASE, DEFAULT_RETENTION, ExpiredLease, StatusPolicy};
 
-use crate::{DefaultOperation, MakeOperation};
+use crate::{DefaultOperation, MakeOperation, ResponsePolicy};
 
 /// One MiB, the default request body and response storage limit.
 const MIB: usize = 1024 * 1024;
@@ -26,6 +26,7 @@ const MIB: usize = 1024 * 1024;
 ///     .wait_in_flight(Duration::from_secs(5))
 ///     .secret(b"from the environment".as_slice());
 /// assert_eq!(config.retention, Duration::from_secs(24 * 3600));
+/// assert!(config.secret.is_some());
 /// ```
 #[derive(Clone)]
 pub struct Config {
@@ -37,8 +38,11 @@ pub struct Config {
     pub require_key: bool,
     /// Names the operation of a request. Defaults to [`DefaultOperation`]: `METHOD route`, `v1`.
     pub operation: Arc<dyn MakeOperation>,
-    /// Which handler responses are stored. Defaults to [`StatusPolicy::Default`].
-    pub status_policy: StatusPolicy,
+    /// Which handler responses are stored. Defaults to [`StatusPolicy::Default`]: 2xx, 3xx
+    /// and business 4xx are stored; the statuses that reject a request as sent
+    /// ([`REJECTION_STATUSES`](idemkey_core::REJECTION_STATUSES)) free the key; 5xx are
+    /// released for a retry.
+    pub status_policy: Arc<dyn ResponsePolicy>,
     /// What a duplicate does with an expired lease. Defaults to [`ExpiredLease::TakeOver`].
     pub expired_lease: ExpiredLease,
     /// The lease of a claim, renewed every third of it while the handler runs. Defaults to 30s.
@@ -60,9 +64,11 @@ pub struct Config {
     pub wait_in_flight: Option<Duration>,
     /// The status of `key-reused`. Defaults to 422.
     pub mismatch_status: StatusCode,
-    /// The server secret of derived keys. Defaults to empty: derived keys are then stable
-    /// across processes but predictable by whoever learns a record id, so set one.
-    pub secret: Arc<[u8]>,
+    /// The secret behind derived keys. Defaults to `None`: the store's own
+    /// ([`Store::secret`](idemkey_core::Store::secret)), made once and kept with the
+    /// records, so every instance on the store derives the same keys across restarts. Set
+    /// one only to share derived keys beyond one store; it is never empty.
+    pub secret: Option<Arc<[u8]>>,
     /// The request header whose value is kept in the record. Defaults to `x-request-id`.
     pub request_id_header: HeaderName,
 }
@@ -73,7 +79,7 @@ impl Default for Config {
             methods: vec![Method::POST, Method::PATCH],
             require_key: true,
             operation: Arc::new(DefaultOperation::default()),
-            status_policy: StatusPolicy::default(),
+            status_policy: Arc::new(StatusPolicy::default()),
             expired_lease: ExpiredLease::default(),
             lease: DEFAULT_LEASE,
             retention: DEFAULT_RETENTION,
@@ -87,7 +93,7 @@ impl Default for Config {
             ],
             wait_in_flight: None,
             mismatch_status: StatusCode::UNPROCESSABLE_ENTITY,
-            secret: Arc::from(&[][..]),
+            secret: None,
             request_id_header: HeaderName::from_static("x-request-id"),
         }
     }
@@ -117,8 +123,8 @@ impl Config {
 
     /// Sets [`Config::status_policy`].
     #[must_use]
-    pub fn status_policy(mut self, policy: StatusPolicy) -> Self {
-        self.status_policy = policy;
+    pub fn status_policy(mut self, policy: impl ResponsePolicy) -> Self {
+        self.status_policy = Arc::new(policy);
         self
     }
 
@@ -185,10 +191,17 @@ impl Config {
         self
     }
 
-    /// Sets [`Config::secret`].
+    /// Sets [`Config::secret`]. An empty secret is ignored (with a warning): derived keys
+    /// are never made from one.
     #[must_use]
     pub fn secret(mut self, secret: impl Into<Arc<[u8]>>) -> Self {
-        self.secret = secret.into();
+        let secret = secret.into();
+        if secret.is_empty() {
+            tracing::warn!("ignoring an empty secret: derived keys use the store's secret");
+            self.secret = None;
+        } else {
+            self.secret = Some(secret);
+        }
         self
     }
 
@@ -216,7 +229,6 @@ impl fmt::Debug for Config {
         f.debug_struct("Config")
             .field("methods", &self.methods)
             .field("require_key", &self.require_key)
-            .field("status_policy", &self.status_policy)
             .field("expired_lease", &self.expired_lease)
             .field("lease", &self.lease)
             .field("retention", &self.retention)

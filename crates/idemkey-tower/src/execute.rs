@@ -9,12 +9,15 @@ use bytes::Bytes;
 use futures_util::FutureExt;
 use http::{Request, Response};
 use http_body::Body as HttpBody;
-use idemkey_core::{BoxError, Claim, DerivedKeys, Error, Problem, Store, StoredResponse};
+use idemkey_core::{
+    BoxError, Claim, DerivedKeys, Error, Problem, RecordState, Store, StoredResponse, Verdict,
+};
 use tower::Service;
 
 use crate::heartbeat::Heartbeat;
 use crate::observe::{outcome, timed};
-use crate::{Config, NotExecuted, problem_response, split_response};
+use crate::policy::verdict;
+use crate::{Config, problem_response, split_response};
 
 /// How many times completing a record is tried before giving up (§10).
 const COMPLETE_ATTEMPTS: u32 = 4;
@@ -30,14 +33,15 @@ enum Settle {
     Discard,
 }
 
-/// Runs `inner` on `request` under `claim`, then stores or releases by the status policy.
+/// Runs `inner` on `request` under `claim`, with derived keys from `secret`, then stores or
+/// releases by the status policy.
 ///
 /// Must run in a task of its own: once the handler has begun, it finishes even if the client
 /// goes away (§6).
 pub(crate) async fn execute<S, St, ResBody>(
     mut inner: S,
     mut request: Request<Body>,
-    claim: Claim,
+    (claim, secret): (Claim, Arc<[u8]>),
     store: St,
     config: Arc<Config>,
 ) -> Result<Response<Body>, S::Error>
@@ -48,7 +52,7 @@ where
     ResBody::Error: Into<BoxError>,
 {
     let extensions = request.extensions_mut();
-    extensions.insert(DerivedKeys::new(config.secret.clone(), claim.record_id));
+    extensions.insert(DerivedKeys::new(secret, claim.record_id));
     extensions.insert(claim.clone());
     let heartbeat = Heartbeat::start(store.clone(), claim, config.heartbeat_every());
     let settings = config.clone();
@@ -93,11 +97,15 @@ where
     B: HttpBody<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
-    if response.extensions().get::<NotExecuted>().is_some() {
-        return (response.map(Body::new), Settle::Discard);
-    }
-    if !config.status_policy.stores(response.status().as_u16()) {
-        return (response.map(Body::new), Settle::Release);
+    let (parts, body) = response.into_parts();
+    let settle = match verdict(config.status_policy.as_ref(), &parts) {
+        Verdict::Store => None,
+        Verdict::Reject => Some(Settle::Discard),
+        _ => Some(Settle::Release),
+    };
+    let response = Response::from_parts(parts, body);
+    if let Some(settle) = settle {
+        return (response.map(Body::new), settle);
     }
     match split_response(response, config.storage_limit, &config.per_request_headers).await {
         Ok((first, stored)) => (first, Settle::Store(stored)),
@@ -116,6 +124,12 @@ async fn complete<St: Store>(store: &St, claim: &Claim, stored: &StoredResponse)
     for attempt in 1..=COMPLETE_ATTEMPTS {
         match timed("complete", store.complete(claim, stored)).await {
             Ok(()) => return outcome("executed"),
+            // An earlier attempt's reply was lost after it applied: the record is already
+            // completed, by this very claim.
+            Err(Error::Fenced) if attempt > 1 && completed_by(store, claim, stored).await => {
+                tracing::info!("the response was stored by an attempt whose reply was lost");
+                return outcome("executed");
+            }
             Err(Error::Fenced) => {
                 tracing::error!("lease lost before completion: the response was not stored");
                 return outcome("lease_lost");
@@ -132,6 +146,24 @@ async fn complete<St: Store>(store: &St, claim: &Claim, stored: &StoredResponse)
                 );
                 return outcome("complete_failed");
             }
+        }
+    }
+}
+
+/// Whether the record is completed under this claim (its record id and token) with
+/// `stored`: only this claim's holder could have completed it so, since a takeover moves the
+/// token on.
+async fn completed_by<St: Store>(store: &St, claim: &Claim, stored: &StoredResponse) -> bool {
+    match timed("lookup", store.lookup(&claim.scope)).await {
+        Ok(Some(record)) => {
+            record.record_id == claim.record_id
+                && record.token == claim.token
+                && matches!(&record.state, RecordState::Completed(response) if response == stored)
+        }
+        Ok(None) => false,
+        Err(err) => {
+            tracing::warn!(error = %err, "could not read the record back after a lost reply");
+            false
         }
     }
 }

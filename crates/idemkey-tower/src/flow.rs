@@ -34,6 +34,11 @@ where
     ResBody: HttpBody<Data = Bytes> + Send + 'static,
     ResBody::Error: Into<BoxError>,
 {
+    // Before the claim: a claim must never be made without the keys its handler needs.
+    let secret = match secret(&store, &config).await {
+        Ok(secret) => secret,
+        Err(err) => return Ok(store_error(&err)),
+    };
     let begun = match begin_or_wait(&store, &prepared.claim, &config).await {
         Ok(begun) => begun,
         Err(err) => return Ok(store_error(&err)),
@@ -44,11 +49,11 @@ where
                 tracing::warn!("took over an expired lease: executing again");
             }
             let request = prepared.into_request();
-            return execute(inner, request, claim, store, config).await;
+            return execute(inner, request, (claim, secret), store, config).await;
         }
         Begin::Replay(stored) => {
             outcome("replayed");
-            return Ok(replay_response(&stored));
+            return Ok(replay_response(&stored, &prepared.parts.headers));
         }
         Begin::Mismatch => {
             outcome("key_reused");
@@ -62,6 +67,15 @@ where
         }
     };
     Ok(problem_response(&problem))
+}
+
+/// The secret behind derived keys: the configured one, else the store's (which the store
+/// caches, so this is a read of memory after the first request).
+async fn secret<St: Store>(store: &St, config: &Config) -> Result<Arc<[u8]>, Error> {
+    match &config.secret {
+        Some(secret) => Ok(secret.clone()),
+        None => timed("secret", store.secret()).await,
+    }
 }
 
 /// Runs the decision table; an in-flight answer waits for the original, if configured, by
@@ -95,14 +109,26 @@ async fn begin_or_wait<St: Store>(
     Ok(begun)
 }
 
-/// A store failure before execution: the request was not executed.
+/// A store failure: the request was not executed, unless the outcome is unknown. Only what
+/// may pass is `store-unavailable` (503, retry); a permanent failure (a denied permission, a
+/// missing table, a corrupt record) is 500 `store-failed`, so clients do not retry forever.
 pub(crate) fn store_error(err: &Error) -> Response<Body> {
-    if let Error::OutcomeUnknown(_) = err {
-        tracing::error!(error = %err, "the outcome of a store write is unknown");
-        outcome("outcome_unknown");
-        return problem_response(&Problem::new(ProblemKind::OutcomeUnknown));
+    match err {
+        Error::OutcomeUnknown(_) => {
+            tracing::error!(error = %err, "the outcome of a store write is unknown");
+            outcome("outcome_unknown");
+            return problem_response(&Problem::new(ProblemKind::OutcomeUnknown));
+        }
+        Error::Unavailable(_) | Error::Contention => {}
+        _ => {
+            tracing::error!(error = %err, "idempotency store failed; the request was not executed");
+            outcome("store_error");
+            let problem = Problem::custom("store-failed", "The idempotency store failed", 500)
+                .detail("the request was not executed");
+            return problem_response(&problem);
+        }
     }
-    tracing::warn!(error = %err, "idempotency store failed; the request was not executed");
+    tracing::warn!(error = %err, "idempotency store unavailable; the request was not executed");
     outcome("store_error");
     let problem = Problem::new(ProblemKind::StoreUnavailable)
         .detail("the request was not executed; retry with the same key")

@@ -25,9 +25,6 @@ impl<St> IdempotencyLayer<St> {
 
     /// A layer over `store` with `config`.
     pub fn with_config(store: St, config: Config) -> Self {
-        if config.secret.is_empty() {
-            tracing::warn!("idempotency layer without a secret: derived keys are predictable");
-        }
         Self {
             store,
             config: Arc::new(config),

@@ -43,7 +43,8 @@
 //! What the layer does, per request (contract §2-§7, §10):
 //!
 //! - On the [`Config::methods`] (POST and PATCH by default) it parses the `Idempotency-Key`
-//!   header; other methods pass through untouched. A missing key is `key-missing` (or, with
+//!   header; other methods, and requests axum routed to no route (its fallback), pass
+//!   through untouched. A missing key is `key-missing` (or, with
 //!   [`Config::require_key`] off, the request runs unrecorded); a malformed one `key-invalid`.
 //! - The scope is the [`Actor`] that authentication put in the request extensions (401
 //!   without one), the operation named by [`MakeOperation`], and the key.
@@ -53,9 +54,13 @@
 //!   409, or wait for it), or claim and execute.
 //! - The claiming request runs the inner service in a task of its own, with
 //!   [`DerivedKeys`](idemkey_core::DerivedKeys) and the [`Claim`](idemkey_core::Claim) in its
-//!   extensions, renewing the lease meanwhile; the response is then stored or the claim
-//!   released by the [`StatusPolicy`](idemkey_core::StatusPolicy). A handler answer marked
-//!   [`NotExecuted`] is not stored, and frees the key when the record is new.
+//!   extensions, renewing the lease meanwhile; the response is then stored, released or
+//!   rejected by the [`ResponsePolicy`] (by default
+//!   [`StatusPolicy::Default`](idemkey_core::StatusPolicy::Default): the statuses that reject
+//!   a request as sent are not stored and free the key). A handler can mark one response
+//!   with a [`Verdict`](idemkey_core::Verdict) or [`NotExecuted`].
+//! - Derived keys use the store's own secret ([`idemkey_core::Store::secret`]) unless
+//!   [`Config::secret`] sets one: the same for every instance and restart.
 //! - Store failures before execution are `store-unavailable` (503): the request did not run.
 //!
 //! The building blocks of both modes are public for reuse: [`prepare`] (key, actor, body,
@@ -76,6 +81,7 @@ mod heartbeat;
 mod layer;
 mod observe;
 mod operation;
+mod policy;
 mod prepare;
 mod replay;
 mod service;
@@ -85,6 +91,7 @@ pub use extensions::{Actor, NotExecuted};
 pub use future::ResponseFuture;
 pub use layer::IdempotencyLayer;
 pub use operation::{DefaultOperation, MakeOperation};
+pub use policy::ResponsePolicy;
 pub use prepare::{Preparation, Prepared, Rejection, fingerprint, prepare};
 pub use replay::{
     IDEMPOTENCY_KEY, IDEMPOTENT_BODY_OMITTED, IDEMPOTENT_REPLAYED, is_stored_header,

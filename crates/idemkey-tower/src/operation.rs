@@ -31,7 +31,8 @@ where
 }
 
 /// The default operation: `METHOD route`, where the route is axum's [`MatchedPath`] template
-/// when present (`POST /v1/notes/{id}/comments`), else the request's path.
+/// when present (`POST /v1/notes/{id}/comments`, prefixes of nesting routers included), else
+/// the path the client sent.
 ///
 /// Its version defaults to `v1`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,10 +67,10 @@ impl Default for DefaultOperation {
 
 impl MakeOperation for DefaultOperation {
     fn make_operation(&self, parts: &Parts) -> Operation {
-        let route = parts
-            .extensions
-            .get::<MatchedPath>()
-            .map_or_else(|| parts.uri.path(), MatchedPath::as_str);
+        let route = parts.extensions.get::<MatchedPath>().map_or_else(
+            || crate::prepare::client_uri(parts).path(),
+            MatchedPath::as_str,
+        );
         let name = format!("{} {route}", parts.method);
         self.compatible
             .iter()

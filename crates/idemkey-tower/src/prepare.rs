@@ -1,6 +1,7 @@
 //! The front half shared by both modes: key, actor, limited body and fingerprint.
 
 use axum::body::Body;
+use axum::extract::{MatchedPath, OriginalUri};
 use bytes::Bytes;
 use http::header::CONTENT_TYPE;
 use http::{Request, request::Parts};
@@ -13,9 +14,12 @@ use crate::{Actor, Config, IDEMPOTENCY_KEY};
 /// What [`prepare`] made of a request.
 #[derive(Debug)]
 pub enum Preparation<B> {
-    /// The key is not honoured on this method, or is optional and absent: run the request
-    /// as it is, unrecorded.
+    /// Not for this layer: the key is not honoured on this method, or the request reached
+    /// no route (axum's fallback). Run it as if the layer were absent.
     PassThrough(Request<B>),
+    /// The key is optional and absent: run the request unrecorded (in atomic mode, still
+    /// in one transaction that commits by the status policy).
+    Unrecorded(Request<B>),
     /// Rejected before execution; nothing was stored.
     Rejected(Rejection),
     /// Ready to be claimed.
@@ -56,12 +60,12 @@ where
     B: HttpBody<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
-    if !config.honours(request.method()) {
+    if !config.honours(request.method()) || reached_no_route(&request) {
         return Preparation::PassThrough(request);
     }
     let key = match parse_key(request.headers()) {
         Ok(Some(key)) => key,
-        Ok(None) if !config.require_key => return Preparation::PassThrough(request),
+        Ok(None) if !config.require_key => return Preparation::Unrecorded(request),
         Ok(None) => return reject("key_missing", Problem::new(ProblemKind::KeyMissing)),
         Err(problem) => return reject("key_invalid", problem),
     };
@@ -84,6 +88,24 @@ where
         .and_then(|value| value.to_str().ok())
         .map(str::to_owned);
     Preparation::Ready(Box::new(Prepared { parts, body, claim }))
+}
+
+/// Whether axum routed the request to no route: its router marks every request it routes
+/// with [`OriginalUri`] and, when a route matches, with [`MatchedPath`]; the fallback (a 404,
+/// or the application's own) gets no `MatchedPath`. Outside an axum router neither is set,
+/// and the request is taken to reach a handler.
+fn reached_no_route<B>(request: &Request<B>) -> bool {
+    let extensions = request.extensions();
+    extensions.get::<OriginalUri>().is_some() && extensions.get::<MatchedPath>().is_none()
+}
+
+/// The URI the client sent: a router nested in another sees its path without the prefix
+/// (`/notes` for `/orgs/a/notes`), while [`OriginalUri`] keeps the whole of it.
+pub(crate) fn client_uri(parts: &Parts) -> &http::Uri {
+    parts
+        .extensions
+        .get::<OriginalUri>()
+        .map_or(&parts.uri, |original| &original.0)
 }
 
 fn reject<B>(outcome: &'static str, problem: Problem) -> Preparation<B> {
@@ -120,10 +142,11 @@ where
     }
 }
 
-/// The request's fingerprint: method, raw path, query, media type, body, declared headers.
+/// The request's fingerprint: method, raw path and query as the client sent them (before a
+/// nesting router strips its prefix), media type, body, declared headers.
 pub fn fingerprint(parts: &Parts, body: &[u8], config: &Config) -> Fingerprint {
-    let mut builder =
-        Fingerprint::builder(parts.method.as_str(), parts.uri.path()).query(parts.uri.query());
+    let uri = client_uri(parts);
+    let mut builder = Fingerprint::builder(parts.method.as_str(), uri.path()).query(uri.query());
     if let Some(value) = parts.headers.get(CONTENT_TYPE) {
         builder = match value.to_str() {
             Ok(text) => builder.content_type(text),
@@ -164,6 +187,16 @@ mod tests {
         assert_eq!(a.claim.scope, b.claim.scope);
         assert_eq!(a.claim.fingerprint, b.claim.fingerprint);
         assert_eq!(a.claim.operation.to_string(), "POST /v1/notes:v1");
+    }
+
+    #[tokio::test]
+    async fn a_request_routed_to_no_route_passes_through() {
+        let mut unrouted = request("k");
+        unrouted
+            .extensions_mut()
+            .insert(OriginalUri("/nowhere".parse().unwrap()));
+        let prepared = prepare(unrouted, &Config::default()).await;
+        assert!(matches!(prepared, Preparation::PassThrough(_)));
     }
 
     #[tokio::test]

@@ -2,7 +2,7 @@
 
 use axum::body::Body;
 use bytes::Bytes;
-use http::header::{CONTENT_LENGTH, DATE, SET_COOKIE};
+use http::header::{ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_LENGTH, DATE, SET_COOKIE};
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
 use http_body::Body as HttpBody;
 use http_body_util::{BodyExt, Limited};
@@ -48,9 +48,35 @@ pub fn stored_headers(headers: &HeaderMap, per_request: &[HeaderName]) -> Vec<(S
         .collect()
 }
 
-/// The response a retry gets: the stored status, headers and body, with
-/// `Idempotent-Replayed: true`, and `Idempotent-Body-Omitted: true` if the body was not stored.
-pub fn replay_response(stored: &StoredResponse) -> Response<Body> {
+/// The response a retry with these request headers gets: the stored status, headers and
+/// body, with `Idempotent-Replayed: true`, and `Idempotent-Body-Omitted: true` if the body
+/// was not stored.
+///
+/// A body stored with a `Content-Encoding` (a compression layer inside the idempotency
+/// layer) is replayed only to a retry whose `Accept-Encoding` names that coding; any other
+/// retry gets the status and headers without the body, as if it had not been stored, rather
+/// than bytes it cannot read. (A request without `Accept-Encoding` is taken to accept none.)
+/// A replay whose body was not stored never declares a `Content-Encoding`.
+pub fn replay_response(stored: &StoredResponse, request: &HeaderMap) -> Response<Body> {
+    let encoding = stored
+        .headers
+        .iter()
+        .find(|(name, _)| name.as_str() == CONTENT_ENCODING.as_str())
+        .map(|(_, value)| value.clone());
+    // A body not stored has no encoding to declare either.
+    let unreadable =
+        encoding.is_some_and(|coding| stored.body_omitted || !accepts_encoding(request, &coding));
+    let omitted;
+    let stored = if unreadable {
+        let mut without = stored.clone().without_body();
+        without
+            .headers
+            .retain(|(name, _)| name.as_str() != CONTENT_ENCODING.as_str());
+        omitted = without;
+        &omitted
+    } else {
+        stored
+    };
     let mut response = to_response(stored);
     let headers = response.headers_mut();
     headers.insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
@@ -58,6 +84,33 @@ pub fn replay_response(stored: &StoredResponse) -> Response<Body> {
         headers.insert(IDEMPOTENT_BODY_OMITTED, HeaderValue::from_static("true"));
     }
     response
+}
+
+/// Whether `Accept-Encoding` in `request` names `coding` (or `*`) with a non-zero weight.
+/// `identity` is always acceptable.
+fn accepts_encoding(request: &HeaderMap, coding: &[u8]) -> bool {
+    let coding = String::from_utf8_lossy(coding);
+    let coding = coding.trim();
+    if coding.eq_ignore_ascii_case("identity") {
+        return true;
+    }
+    let mut wildcard = false;
+    for value in request.get_all(ACCEPT_ENCODING) {
+        let Ok(value) = value.to_str() else { continue };
+        for item in value.split(',') {
+            let mut parts = item.split(';');
+            let name = parts.next().unwrap_or_default().trim();
+            let weight = parts
+                .filter_map(|p| p.trim().strip_prefix("q="))
+                .find_map(|q| q.trim().parse::<f32>().ok())
+                .unwrap_or(1.0);
+            if name.eq_ignore_ascii_case(coding) {
+                return weight > 0.0;
+            }
+            wildcard |= name == "*" && weight > 0.0;
+        }
+    }
+    wildcard
 }
 
 /// One of idemkey's `application/problem+json` responses (with `Cache-Control: no-store`).
@@ -171,16 +224,41 @@ mod tests {
     }
 
     #[test]
+    fn an_encoded_body_is_replayed_only_to_a_retry_that_accepts_it() {
+        let stored = StoredResponse::new(201, "gz")
+            .with_header("content-encoding", "gzip")
+            .with_header("location", "/n/1");
+        let mut gzip = HeaderMap::new();
+        gzip.insert(
+            ACCEPT_ENCODING,
+            HeaderValue::from_static("br;q=1, GZIP;q=0.5"),
+        );
+        assert_eq!(
+            replay_response(&stored, &gzip).headers()[CONTENT_ENCODING],
+            "gzip"
+        );
+        let mut refused = HeaderMap::new();
+        refused.insert(ACCEPT_ENCODING, HeaderValue::from_static("gzip;q=0, *"));
+        for request in [HeaderMap::new(), refused] {
+            let replay = replay_response(&stored, &request);
+            assert!(replay.headers().get(CONTENT_ENCODING).is_none());
+            assert_eq!(replay.headers()[IDEMPOTENT_BODY_OMITTED], "true");
+            assert_eq!(replay.headers()["location"], "/n/1");
+            assert_eq!(replay.headers()[CONTENT_LENGTH], "0");
+        }
+    }
+
+    #[test]
     fn replay_marks_and_recomputes_length() {
         let stored = StoredResponse::new(201, "abc")
             .with_header("vary", "a")
             .with_header("vary", "b");
-        let replay = replay_response(&stored);
+        let replay = replay_response(&stored, &HeaderMap::new());
         assert_eq!(replay.headers()[CONTENT_LENGTH], "3");
         assert_eq!(replay.headers()[IDEMPOTENT_REPLAYED], "true");
         let vary: Vec<_> = replay.headers().get_all("vary").iter().collect();
         assert_eq!(vary, ["a", "b"]);
-        let omitted = replay_response(&stored.without_body());
+        let omitted = replay_response(&stored.without_body(), &HeaderMap::new());
         assert_eq!(omitted.headers()[CONTENT_LENGTH], "0");
         assert_eq!(omitted.headers()[IDEMPOTENT_BODY_OMITTED], "true");
     }

@@ -103,7 +103,7 @@ where
 {
     let prepared = match prepare(request, &config).await {
         Preparation::Ready(prepared) => *prepared,
-        Preparation::PassThrough(request) => {
+        Preparation::PassThrough(request) | Preparation::Unrecorded(request) => {
             let response = inner.call(request.map(Body::new)).await?;
             return Ok(response.map(Body::new));
         }

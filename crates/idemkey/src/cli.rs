@@ -79,8 +79,9 @@ pub(crate) struct ServeArgs {
     /// Run requests without an Idempotency-Key too, unrecorded.
     #[arg(long, env = "IDEMKEY_OPTIONAL_KEY")]
     pub(crate) optional_key: bool,
-    /// The secret behind derived keys; set the same one on every instance. Random if unset.
-    #[arg(long, env = "IDEMKEY_SECRET", hide_env_values = true)]
+    /// The secret behind derived keys. Unset, the store's own is used: made once and kept in
+    /// the database, so the same for every instance and restart.
+    #[arg(long, env = "IDEMKEY_SECRET", hide_env_values = true, value_parser = parse_secret)]
     pub(crate) secret: Option<String>,
     /// Advanced (lease mode): how long a claim holds its key, renewed while the handler runs;
     /// a claim whose process died blocks retries (409) this long, e.g. `30s`, `1500ms`.
@@ -102,6 +103,13 @@ pub(crate) struct ForgetArgs {
     /// The idempotency key, bare or quoted.
     #[arg(long)]
     pub(crate) key: String,
+}
+
+fn parse_secret(value: &str) -> Result<String, String> {
+    if value.is_empty() {
+        return Err("the secret must not be empty".into());
+    }
+    Ok(value.to_owned())
 }
 
 fn parse_token(value: &str) -> Result<(String, String), String> {

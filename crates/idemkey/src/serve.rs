@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use idemkey_notes::sweeper::run_sweeper;
-use idemkey_notes::{Mode, NotesConfig, NotesDb, router};
+use idemkey_notes::{NotesConfig, NotesDb, router};
 use idemkey_sqlx::SqlxStore;
 use metrics_exporter_prometheus::PrometheusBuilder;
 use tokio::net::TcpListener;
@@ -48,15 +48,6 @@ fn config(args: &ServeArgs) -> anyhow::Result<NotesConfig> {
             upkeep.run_upkeep();
         }
     });
-    let secret = match &args.secret {
-        Some(secret) => secret.as_bytes().to_vec(),
-        None => {
-            if args.mode == Mode::Lease {
-                tracing::warn!("no --secret: derived keys change when the process restarts");
-            }
-            uuid::Uuid::new_v4().as_bytes().to_vec()
-        }
-    };
     let mut tokens = args.tokens.clone();
     if tokens.is_empty() {
         tokens.push(("demo".to_owned(), uuid::Uuid::new_v4().simple().to_string()));
@@ -67,7 +58,7 @@ fn config(args: &ServeArgs) -> anyhow::Result<NotesConfig> {
         retention: args.retention,
         lease: args.lease,
         optional_key: args.optional_key,
-        secret: Arc::from(secret),
+        secret: args.secret.as_deref().map(|s| Arc::from(s.as_bytes())),
         metrics: Some(Arc::new(move || handle.render())),
     })
 }

@@ -58,7 +58,8 @@ async fn run(backend: Backend, mode: &str) {
         "crash campaign {name}: seed={} clients={} keys={} kills={} (replay with IDEMKEY_CRASH_SEED={})",
         plan.seed, plan.clients, plan.keys, plan.kills, plan.seed
     );
-    let args = ["--mode", mode, "--lease", &plan.lease, "--secret", "crash"];
+    // Default flags only: exactly-once in lease mode must not depend on `--secret`.
+    let args = ["--mode", mode, "--lease", &plan.lease];
     let spec = ServeSpec::new(db.url(), dir.path(), &args);
     let started = Instant::now();
     let (server, receipts, shared) = drive(&spec, &plan).await;

@@ -368,3 +368,12 @@ pub async fn discard_deletes_only_a_fresh_held_claim<S: Store>(store: S) {
     assert!(matches!(store.discard(&released).await, Err(Error::Fenced)));
     assert!(store.lookup(&req.scope).await.unwrap().is_some());
 }
+
+/// The derived-key secret is made once and kept: every call and every clone sees the same,
+/// non-empty bytes (contract §8a).
+pub async fn secret_is_kept_by_the_store<S: Store>(store: S) {
+    let first = store.secret().await.unwrap();
+    assert!(first.len() >= 32, "a secret of {} bytes", first.len());
+    assert_eq!(store.secret().await.unwrap(), first);
+    assert_eq!(store.clone().secret().await.unwrap(), first);
+}

@@ -84,6 +84,7 @@ macro_rules! store_conformance_suite {
             complete_happens_once,
             discard_deletes_only_a_fresh_held_claim,
             concurrent_claims_have_one_winner,
+            secret_is_kept_by_the_store,
         );
     };
     (@cases $setup:expr; $($case:ident),* $(,)?) => {

@@ -17,6 +17,21 @@ fn code(error: &sqlx::Error) -> Option<String> {
     }
 }
 
+/// SQLSTATEs that may pass if the request is tried again: connection exceptions (class 08),
+/// insufficient resources (class 53: too many connections, disk full, out of memory), a lock
+/// or statement wait that ran out (55P03, 57014), the server shutting down or starting
+/// (57P01..57P03), and serialization failures or deadlocks that exhausted their re-runs.
+/// Every other code (42501 insufficient privilege, 22021 bad encoding, 42P01 missing table)
+/// stays until someone acts: retrying it would never end.
+pub(crate) fn is_transient(code: &str) -> bool {
+    code.starts_with("08")
+        || code.starts_with("53")
+        || matches!(
+            code,
+            LOCK_NOT_AVAILABLE | QUERY_CANCELED | "57P01" | "57P02" | "57P03" | "40001" | "40P01"
+        )
+}
+
 /// Serialization failure (40001) or deadlock (40P01): run the transaction again.
 pub(super) fn is_retryable(error: &sqlx::Error) -> bool {
     code(error).is_some_and(|code| code == "40001" || code == "40P01")
@@ -83,6 +98,20 @@ mod tests {
             commit_error(sqlx::Error::RowNotFound),
             Error::Backend(_)
         ));
+    }
+
+    #[test]
+    fn only_transient_codes_are_transient() {
+        for code in [
+            "08006", "53300", "53100", "55P03", "57014", "57P01", "57P03", "40001",
+        ] {
+            assert!(is_transient(code), "{code}");
+        }
+        for code in [
+            "42501", "22021", "22022", "42P01", "23505", "XX000", "0A000",
+        ] {
+            assert!(!is_transient(code), "{code}");
+        }
     }
 
     #[test]

@@ -2,10 +2,11 @@
 //!
 //! Every time (lease, expiry) is computed by the database from `clock_timestamp()`; the store
 //! binds durations only and never reads the application's clock. Transactions run at READ
-//! COMMITTED, and idemkey leaves `synchronous_commit` at the server's setting (`on` by
-//! default): an acknowledged response is durable only if the commit is.
+//! COMMITTED. The store's connections run with `synchronous_commit=on` whatever the server's,
+//! database's or role's default (contract §8): an acknowledged response is durable only if
+//! its commit is, and `off` can lose a note together with its record after a crash.
 
-mod error;
+pub(crate) mod error;
 mod queries;
 mod wait;
 
@@ -28,10 +29,17 @@ pub type PgStore = SqlxStore<Postgres>;
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 10;
 
 impl SqlxStore<Postgres> {
-    /// Connection options for `url` (`postgres://user@host/db`). PostgreSQL needs nothing
-    /// beyond its defaults: each write transaction sets READ COMMITTED itself.
+    /// Connection options for `url` (`postgres://user@host/db`), with
+    /// `synchronous_commit=on`, sent when each connection starts (no statement per request),
+    /// after any `options` of the URL, so it wins over them and over the server's default.
+    /// Each write transaction sets READ COMMITTED itself.
+    ///
+    /// For synchronous replication with `remote_apply`, add it after these options:
+    /// `PgStore::connect_options(url)?.options([("synchronous_commit", "remote_apply")])`.
+    /// A pool made elsewhere (for [`SqlxStore::from_pool`]) must set it the same way.
     pub fn connect_options(url: &str) -> Result<PgConnectOptions> {
-        PgConnectOptions::from_str(url).map_err(store_error)
+        let options = PgConnectOptions::from_str(url).map_err(store_error)?;
+        Ok(options.options([("synchronous_commit", "on")]))
     }
 
     /// Connects to `url` with a pool of [`DEFAULT_MAX_CONNECTIONS`] and applies idemkey's

@@ -101,9 +101,21 @@ pub(crate) fn writer_pool(pool: &SqlitePool) -> SqlitePool {
 
 impl crate::backend::Sealed for Sqlite {}
 
+/// SQLite's busy or locked, with any extended code (`SQLITE_BUSY_SNAPSHOT` is 517): another
+/// connection held the lock past the busy timeout.
+pub(crate) fn is_busy(code: &str) -> bool {
+    code.parse::<i32>().is_ok_and(|c| matches!(c & 0xff, 5 | 6))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn busy_codes() {
+        assert!(is_busy("5") && is_busy("517") && is_busy("6") && is_busy("262"));
+        assert!(!is_busy("19") && !is_busy("13") && !is_busy("SQLITE"));
+    }
 
     /// With no busy wait at all, 16 concurrent write transactions of one store all begin:
     /// they queue for the writer instead of meeting SQLite's lock.

@@ -108,6 +108,11 @@ const SWEEP: &str = concat!(
     now!()
 );
 
+// Two statements, once per process: whoever inserts first, every process reads the same row.
+const SECRET_INSERT: &str =
+    "INSERT INTO idemkey_secret (id, secret) VALUES (1, ?1) ON CONFLICT (id) DO NOTHING";
+const SECRET_SELECT: &str = "SELECT secret FROM idemkey_secret WHERE id = 1";
+
 impl Backend for Sqlite {
     type Settings = ();
 

@@ -8,13 +8,14 @@ use axum::body::Body;
 use bytes::Bytes;
 use http::{HeaderName, Request, Response, request::Parts};
 use http_body::Body as HttpBody;
-use idemkey_core::{BoxError, StoredResponse};
+use idemkey_core::{BoxError, StatusPolicy, StoredResponse, Verdict};
 use idemkey_sqlx::{AtomicHandler, AtomicResponse, Backend, HandlerResult};
 use sqlx::Transaction;
 use tower::{Service, ServiceExt};
 
 use super::TxSlot;
-use crate::{NotExecuted, split_response};
+use crate::policy::verdict;
+use crate::{ResponsePolicy, split_response};
 
 /// A database error a handler reports so that the layer can tell a serialization failure
 /// (which re-runs the handler) from other failures. Answers 500 `internal`.
@@ -38,11 +39,11 @@ impl axum::response::IntoResponse for DbError {
     }
 }
 
-/// What the handler answered: the first caller's response and what to store.
+/// What the handler answered: the first caller's response, what to store, and whether to.
 pub(crate) struct HttpOutput {
     pub(crate) response: Response<Body>,
     stored: StoredResponse,
-    not_executed: bool,
+    verdict: Verdict,
     retryable: bool,
 }
 
@@ -56,11 +57,16 @@ impl AtomicResponse for HttpOutput {
     }
 
     fn not_executed(&self) -> bool {
-        self.not_executed
+        self.verdict == Verdict::Reject
     }
 
     fn retryable(&self) -> bool {
         self.retryable
+    }
+
+    /// The application's policy decided already, when the response was split.
+    fn stored(&self, _policy: StatusPolicy) -> bool {
+        self.verdict == Verdict::Store
     }
 }
 
@@ -76,6 +82,7 @@ pub(crate) struct ServiceHandler<S, DB> {
     pub(crate) body: Bytes,
     pub(crate) storage_limit: usize,
     pub(crate) per_request: Vec<HeaderName>,
+    pub(crate) policy: Arc<dyn ResponsePolicy>,
     /// Time spent in the inner service, over every attempt: the rest is the store's.
     pub(crate) handler_time: Duration,
     pub(crate) db: PhantomData<fn() -> DB>,
@@ -109,17 +116,19 @@ where
             Ok(response) => response,
             Err(error) => return (tx, Err(HandlerError(error.into()))),
         };
-        let not_executed = response.extensions().get::<NotExecuted>().is_some();
-        let retryable = response
-            .extensions()
+        let (parts, body) = response.into_parts();
+        let verdict = verdict(self.policy.as_ref(), &parts);
+        let retryable = parts
+            .extensions
             .get::<DbError>()
             .is_some_and(|e| DB::is_retryable(&e.0));
+        let response = Response::from_parts(parts, body);
         match split_response(response, self.storage_limit, &self.per_request).await {
             Ok((response, stored)) => {
                 let output = HttpOutput {
                     response,
                     stored,
-                    not_executed,
+                    verdict,
                     retryable,
                 };
                 (tx, Ok(output))

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use http::{Request, Response};
 use http_body::Body as HttpBody;
-use idemkey_core::{BoxError, Problem, ProblemKind};
+use idemkey_core::{BoxError, Problem, ProblemKind, Verdict};
 use idemkey_sqlx::{AtomicError, AtomicOptions, Backend, Outcome, SqlxStore};
 use tower::{Service, ServiceExt};
 use tracing::{Instrument, field};
@@ -20,6 +20,7 @@ use super::TxSlot;
 use super::handler::{HttpOutput, ServiceHandler};
 use crate::flow::store_error;
 use crate::observe::{outcome, store_latency};
+use crate::policy::verdict;
 use crate::{Config, Preparation, Prepared, prepare, problem_response, replay_response};
 
 /// Middleware that runs each keyed request in atomic mode: see [`super`].
@@ -69,13 +70,11 @@ where
                     outcome(rejection.outcome);
                     Ok(problem_response(&rejection.problem))
                 }
-                Preparation::PassThrough(request) if !config.honours(request.method()) => inner
+                Preparation::PassThrough(request) => inner
                     .oneshot(request.map(Body::new))
                     .await
                     .map(|r| r.map(Body::new)),
-                Preparation::PassThrough(request) => {
-                    Ok(unrecorded(inner, store, &config, request).await)
-                }
+                Preparation::Unrecorded(request) => unrecorded(inner, store, config, request).await,
                 Preparation::Ready(prepared) => Ok(recorded(inner, store, config, *prepared).await),
             }
         })
@@ -93,6 +92,7 @@ fn handler<S, DB: Backend>(
         body: prepared.body,
         storage_limit: config.storage_limit,
         per_request: config.per_request_headers.clone(),
+        policy: config.status_policy.clone(),
         handler_time: Duration::ZERO,
         db: PhantomData,
     };
@@ -101,7 +101,7 @@ fn handler<S, DB: Backend>(
 
 fn options(config: &Config) -> AtomicOptions {
     AtomicOptions {
-        policy: config.status_policy,
+        // The policy is applied by the handler's output (its verdict), not by this option.
         on_expired: config.expired_lease,
         ..AtomicOptions::default()
     }
@@ -127,6 +127,7 @@ where
         key = %prepared.claim.scope.key.short_hash(), outcome = field::Empty);
     let task = tokio::spawn(
         async move {
+            let request_headers = prepared.parts.headers.clone();
             let (mut handler, claim) = handler(inner, prepared, &config);
             let started = Instant::now();
             let result = store.execute(&claim, &options(&config), &mut handler).await;
@@ -134,7 +135,7 @@ where
                 "atomic",
                 started.elapsed().saturating_sub(handler.handler_time),
             );
-            answer(result, &config)
+            answer(result, &config, &request_headers)
         }
         .instrument(span),
     );
@@ -151,6 +152,7 @@ where
 fn answer(
     result: Result<Outcome<HttpOutput>, AtomicError<super::handler::HandlerError>>,
     config: &Config,
+    request: &http::HeaderMap,
 ) -> Response<Body> {
     let problem = match result {
         Ok(Outcome::Executed(output)) => {
@@ -163,7 +165,7 @@ fn answer(
         }
         Ok(Outcome::Replayed(stored)) => {
             outcome("replayed");
-            return replay_response(&stored);
+            return replay_response(&stored, request);
         }
         Ok(Outcome::Mismatch) => {
             outcome("key_reused");
@@ -187,12 +189,17 @@ fn answer(
 
 /// A request without a key on a route where keys are optional: the same transaction and
 /// the same commit rule, without a record.
+///
+/// The handler's answer (or its error) is the client's, as it would be without the layer;
+/// only the store's own failures become problems: before the handler, `store-unavailable`
+/// (nothing ran); a commit whose reply was lost, `outcome-unknown` (a retry without a key
+/// could create a second resource, so it must not be told "not executed").
 async fn unrecorded<S, DB, ReqBody, ResBody>(
     inner: S,
     store: SqlxStore<DB>,
-    config: &Config,
+    config: Arc<Config>,
     request: Request<ReqBody>,
-) -> Response<Body>
+) -> Result<Response<Body>, S::Error>
 where
     DB: Backend,
     S: Service<Request<Body>, Response = Response<ResBody>> + Send + 'static,
@@ -205,34 +212,46 @@ where
 {
     let tx = match store.begin_write().await {
         Ok(tx) => tx,
-        Err(error) => return store_error(&error),
+        Err(error) => return Ok(store_error(&error)),
     };
-    let policy = config.status_policy;
     let task = tokio::spawn(async move {
         let slot = TxSlot::new(tx);
         let mut request = request.map(Body::new);
         request.extensions_mut().insert(slot.clone());
-        let response = inner.oneshot(request).await.map_err(Into::into)?;
+        let result = inner.oneshot(request).await;
+        // The handler has answered (or failed), so its Tx is back in the slot, if it took one.
         let tx = slot.take();
-        let keep = policy.stores(response.status().as_u16())
-            && response.extensions().get::<crate::NotExecuted>().is_none();
+        let response = match result {
+            Ok(response) => response,
+            Err(error) => {
+                rollback(tx).await;
+                return Ok(Err(error));
+            }
+        };
+        let (parts, body) = response.into_parts();
+        let keep = verdict(config.status_policy.as_ref(), &parts) == Verdict::Store;
+        let response = Response::from_parts(parts, Body::new(body));
         match tx {
-            Some(tx) if keep => tx.commit().await?,
-            Some(tx) => tx.rollback().await?,
-            None => {}
+            Some(tx) if keep => tx.commit().await.map_err(DB::commit_error)?,
+            tx => rollback(tx).await,
         }
-        Ok::<_, BoxError>(response.map(Body::new))
+        Ok::<_, idemkey_core::Error>(Ok(response))
     });
     match task.await {
-        Ok(Ok(response)) => response,
-        Ok(Err(error)) => {
-            tracing::error!(%error, "unrecorded request failed");
-            problem_response(
-                &Problem::new(ProblemKind::StoreUnavailable).detail("the request failed"),
-            )
-        }
-        Err(_) => problem_response(
+        Ok(Ok(answer)) => answer,
+        Ok(Err(error)) => Ok(store_error(&error)),
+        Err(_) => Ok(problem_response(
             &Problem::custom("internal", "Internal error", 500).detail("the handler failed"),
-        ),
+        )),
+    }
+}
+
+/// Rolls back what the handler did not keep. A failed rollback leaves nothing committed (the
+/// connection is closed, not reused), so the handler's answer stands.
+async fn rollback<DB: Backend>(tx: Option<sqlx::Transaction<'static, DB>>) {
+    if let Some(tx) = tx
+        && let Err(error) = tx.rollback().await
+    {
+        tracing::warn!(%error, "rollback of an unrecorded request failed");
     }
 }

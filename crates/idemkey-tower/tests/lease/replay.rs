@@ -69,14 +69,30 @@ async fn json_with_another_key_order_and_whitespace_is_the_same_request() {
 }
 
 #[tokio::test]
-async fn a_handler_4xx_is_stored() {
+async fn a_business_4xx_is_stored() {
+    let app = App::start(Config::default()).await;
+    let first = send(app.post("/gone", Some("k"))).await;
+    let retry = send(app.post("/gone", Some("k"))).await;
+    assert_eq!((first.status, retry.status), (410, 410));
+    assert!(retry.replayed());
+    assert_eq!(retry.body, "the offer has ended");
+    assert_eq!(app.ctx.runs(), 1);
+}
+
+/// A 404 rejects the request as sent (contract §6): not stored, and the key is free again
+/// for a corrected request, even one with another body.
+#[tokio::test]
+async fn a_rejection_4xx_is_not_stored_and_frees_the_key() {
     let app = App::start(Config::default()).await;
     let first = send(app.post("/missing", Some("k"))).await;
     let retry = send(app.post("/missing", Some("k"))).await;
     assert_eq!((first.status, retry.status), (404, 404));
-    assert!(retry.replayed());
-    assert_eq!(retry.body, "no such parent");
-    assert_eq!(app.ctx.runs(), 1);
+    assert!(!retry.replayed());
+    assert_eq!(app.ctx.runs(), 2);
+    // Another body under the same key is no key reuse: nothing was kept of the first.
+    let other = send(app.post("/missing", Some("k")).body("another parent")).await;
+    assert_eq!(other.status, 404);
+    assert_eq!(app.ctx.runs(), 3);
 }
 
 #[tokio::test]

@@ -114,7 +114,6 @@ impl App {
             tokens: vec![("alice".into(), super::ALICE.into())],
             mode,
             lease,
-            secret: Arc::from(&b"faults"[..]),
             ..NotesConfig::default()
         };
         let addr = match &db {

@@ -27,6 +27,7 @@ pub(super) fn routes(ctx: Arc<Ctx>) -> Router {
         .route("/validate", post(validate))
         .route("/shaky", post(shaky))
         .route("/missing", post(missing))
+        .route("/gone", post(gone))
         .route("/big", post(big))
         .route("/stream", post(stream))
         .with_state(ctx)
@@ -144,6 +145,11 @@ async fn shaky(State(ctx): State<Arc<Ctx>>, request: Request) -> Response {
 async fn missing(State(ctx): State<Arc<Ctx>>, request: Request) -> Response {
     run(&ctx, &request);
     (StatusCode::NOT_FOUND, "no such parent").into_response()
+}
+
+async fn gone(State(ctx): State<Arc<Ctx>>, request: Request) -> Response {
+    run(&ctx, &request);
+    (StatusCode::GONE, "the offer has ended").into_response()
 }
 
 async fn big(State(ctx): State<Arc<Ctx>>, request: Request) -> Response {

@@ -15,6 +15,7 @@ use idemkey_core::MemoryStore;
 use idemkey_tower::{Config, IdempotencyLayer};
 use tokio::sync::Semaphore;
 
+#[allow(unused_imports)]
 pub(crate) use store::{Fail, TestStore};
 
 /// What the handlers share with the test.

@@ -29,6 +29,10 @@ pub(crate) struct Hooks {
     pub(crate) extended: Notify,
     /// How many of the next completions fail as unavailable.
     pub(crate) failing_completes: AtomicUsize,
+    /// How many of the next completions apply, then fail as unavailable: a lost reply.
+    pub(crate) lost_complete_replies: AtomicUsize,
+    /// How many claims were asked of the store.
+    pub(crate) claims: AtomicUsize,
     fail: Mutex<Option<Fail>>,
 }
 
@@ -69,6 +73,7 @@ impl Store for TestStore {
     }
 
     async fn try_claim(&self, request: &ClaimRequest) -> Result<TryClaim> {
+        self.hooks.claims.fetch_add(1, Ordering::SeqCst);
         match self.failure() {
             Some(err) => Err(err),
             None => self.inner.try_claim(request).await,
@@ -80,15 +85,16 @@ impl Store for TestStore {
     }
 
     async fn complete(&self, claim: &Claim, response: &StoredResponse) -> Result<()> {
-        let fail = self
-            .hooks
-            .failing_completes
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
+        let fail = take_one(&self.hooks.failing_completes);
+        let lose = take_one(&self.hooks.lost_complete_replies);
         let done = if fail {
             Err(Error::Unavailable("injected by the test".into()))
         } else {
-            self.inner.complete(claim, response).await
+            let done = self.inner.complete(claim, response).await;
+            match done {
+                Ok(()) if lose => Err(Error::Unavailable("reply lost, by the test".into())),
+                done => done,
+            }
         };
         self.hooks.completes.raise(1);
         done
@@ -121,4 +127,15 @@ impl Store for TestStore {
     async fn sweep(&self, batch: u32) -> Result<u64> {
         self.inner.sweep(batch).await
     }
+
+    async fn secret(&self) -> Result<Arc<[u8]>> {
+        self.inner.secret().await
+    }
+}
+
+/// Takes one from a countdown; false once it is at zero.
+fn take_one(countdown: &AtomicUsize) -> bool {
+    countdown
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+        .is_ok()
 }
