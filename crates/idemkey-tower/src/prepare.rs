@@ -91,12 +91,17 @@ where
 }
 
 /// Whether axum routed the request to no route: its router marks every request it routes
-/// with [`OriginalUri`] and, when a route matches, with [`MatchedPath`]; the fallback (a 404,
-/// or the application's own) gets no `MatchedPath`. Outside an axum router neither is set,
-/// and the request is taken to reach a handler.
+/// with [`OriginalUri`] and, when a route matches, with [`MatchedPath`]; its fallback (a
+/// 404, or the application's own) gets no `MatchedPath`. A service mounted with
+/// `nest_service` gets none either, but sees its path with the prefix stripped, so only an
+/// unstripped URI counts. Outside an axum router neither is set, and the request is taken
+/// to reach a handler.
 fn reached_no_route<B>(request: &Request<B>) -> bool {
     let extensions = request.extensions();
-    extensions.get::<OriginalUri>().is_some() && extensions.get::<MatchedPath>().is_none()
+    extensions.get::<MatchedPath>().is_none()
+        && extensions
+            .get::<OriginalUri>()
+            .is_some_and(|original| original.0 == *request.uri())
 }
 
 /// The URI the client sent: a router nested in another sees its path without the prefix

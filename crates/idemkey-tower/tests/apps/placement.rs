@@ -3,6 +3,7 @@
 //! as if the layer were absent (contract §6).
 
 use axum::Router;
+use axum::response::IntoResponse;
 use axum::routing::post;
 use http::{Method, StatusCode};
 use idemkey_tower::Config;
@@ -122,4 +123,27 @@ async fn reads_beside_the_route_pass_through() {
         }
         assert_eq!((db.claims(), db.records().await), (0, 0), "{mode:?}");
     }
+}
+
+/// A plain tower service mounted with `nest_service` is protected inside: axum gives it no
+/// `MatchedPath`, yet it is a handler, not a fallback.
+#[tokio::test]
+async fn a_service_mounted_with_nest_service_is_protected() {
+    let db = Db::new().await;
+    let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = runs.clone();
+    let service = tower::service_fn(move |_: axum::extract::Request| {
+        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        async { Ok::<_, std::convert::Infallible>(create().await.into_response()) }
+    });
+    let layer = idemkey_tower::IdempotencyLayer::new(db.store.clone());
+    let app = Router::new().nest_service("/api", tower::Layer::layer(&layer, service));
+    let client = serve_authenticated(app).await;
+    let first = send(client.post("/api/notes", "k", "{}")).await;
+    let retry = send(client.post("/api/notes", "k", "{}")).await;
+    assert_eq!(
+        (first.status, retry.status, retry.replayed()),
+        (201, 201, true)
+    );
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1);
 }
