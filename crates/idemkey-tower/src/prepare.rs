@@ -197,11 +197,16 @@ mod tests {
     #[tokio::test]
     async fn a_request_routed_to_no_route_passes_through() {
         let mut unrouted = request("k");
-        unrouted
-            .extensions_mut()
-            .insert(OriginalUri("/nowhere".parse().unwrap()));
+        let uri = unrouted.uri().clone();
+        unrouted.extensions_mut().insert(OriginalUri(uri));
         let prepared = prepare(unrouted, &Config::default()).await;
         assert!(matches!(prepared, Preparation::PassThrough(_)));
+        // A stripped URI is a service mounted with `nest_service`: a handler.
+        let mut mounted = request("k");
+        let original = "/api/v1/notes".parse().unwrap();
+        mounted.extensions_mut().insert(OriginalUri(original));
+        let prepared = prepare(mounted, &Config::default()).await;
+        assert!(matches!(prepared, Preparation::Ready(_)));
     }
 
     #[tokio::test]
