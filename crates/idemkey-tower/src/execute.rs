@@ -16,7 +16,7 @@ use tower::Service;
 
 use crate::heartbeat::Heartbeat;
 use crate::observe::{outcome, timed};
-use crate::policy::verdict;
+use crate::policy::judge;
 use crate::{Config, problem_response, split_response};
 
 /// How many times completing a record is tried before giving up (§10).
@@ -97,13 +97,12 @@ where
     B: HttpBody<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
-    let (parts, body) = response.into_parts();
-    let settle = match verdict(config.status_policy.as_ref(), &parts) {
+    let (verdict, response) = judge(config.status_policy.as_ref(), response);
+    let settle = match verdict {
         Verdict::Store => None,
         Verdict::Reject => Some(Settle::Discard),
         _ => Some(Settle::Release),
     };
-    let response = Response::from_parts(parts, body);
     if let Some(settle) = settle {
         return (response.map(Body::new), settle);
     }

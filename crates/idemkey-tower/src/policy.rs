@@ -48,8 +48,20 @@ where
     }
 }
 
+/// The verdict on `response`, handed back with it.
+pub(crate) fn judge<B>(
+    policy: &dyn ResponsePolicy,
+    response: http::Response<B>,
+) -> (Verdict, http::Response<B>) {
+    // The policy reads a head (`Parts`); an `http::Response` lends none, so it is taken
+    // apart and put back together, which moves no header or body.
+    let (parts, body) = response.into_parts();
+    let verdict = verdict(policy, &parts);
+    (verdict, http::Response::from_parts(parts, body))
+}
+
 /// The verdict on a response: the handler's mark if it made one, else the policy's.
-pub(crate) fn verdict(policy: &dyn ResponsePolicy, response: &Parts) -> Verdict {
+fn verdict(policy: &dyn ResponsePolicy, response: &Parts) -> Verdict {
     if let Some(verdict) = response.extensions.get::<Verdict>() {
         return *verdict;
     }

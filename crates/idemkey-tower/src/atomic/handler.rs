@@ -14,7 +14,7 @@ use sqlx::Transaction;
 use tower::{Service, ServiceExt};
 
 use super::TxSlot;
-use crate::policy::verdict;
+use crate::policy::judge;
 use crate::{ResponsePolicy, split_response};
 
 /// A database error a handler reports so that the layer can tell a serialization failure
@@ -116,13 +116,11 @@ where
             Ok(response) => response,
             Err(error) => return (tx, Err(HandlerError(error.into()))),
         };
-        let (parts, body) = response.into_parts();
-        let verdict = verdict(self.policy.as_ref(), &parts);
-        let retryable = parts
-            .extensions
+        let (verdict, response) = judge(self.policy.as_ref(), response);
+        let retryable = response
+            .extensions()
             .get::<DbError>()
             .is_some_and(|e| DB::is_retryable(&e.0));
-        let response = Response::from_parts(parts, body);
         match split_response(response, self.storage_limit, &self.per_request).await {
             Ok((response, stored)) => {
                 let output = HttpOutput {

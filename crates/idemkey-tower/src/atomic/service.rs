@@ -20,7 +20,7 @@ use super::TxSlot;
 use super::handler::{HttpOutput, ServiceHandler};
 use crate::flow::store_error;
 use crate::observe::{outcome, store_latency};
-use crate::policy::verdict;
+use crate::policy::judge;
 use crate::{Config, Preparation, Prepared, prepare, problem_response, replay_response};
 
 /// Middleware that runs each keyed request in atomic mode: see [`super`].
@@ -127,7 +127,14 @@ where
         key = %prepared.claim.scope.key.short_hash(), outcome = field::Empty);
     let task = tokio::spawn(
         async move {
-            let request_headers = prepared.parts.headers.clone();
+            // Only what a replay negotiates with: the rest of the head goes to the handler.
+            let accepts: http::HeaderMap = prepared
+                .parts
+                .headers
+                .get_all(http::header::ACCEPT_ENCODING)
+                .iter()
+                .map(|value| (http::header::ACCEPT_ENCODING, value.clone()))
+                .collect();
             let (mut handler, claim) = handler(inner, prepared, &config);
             let started = Instant::now();
             let result = store.execute(&claim, &options(&config), &mut handler).await;
@@ -135,7 +142,7 @@ where
                 "atomic",
                 started.elapsed().saturating_sub(handler.handler_time),
             );
-            answer(result, &config, &request_headers)
+            answer(result, &config, &accepts)
         }
         .instrument(span),
     );
@@ -228,14 +235,13 @@ where
                 return Ok(Err(error));
             }
         };
-        let (parts, body) = response.into_parts();
-        let keep = verdict(config.status_policy.as_ref(), &parts) == Verdict::Store;
-        let response = Response::from_parts(parts, Body::new(body));
+        let (verdict, response) = judge(config.status_policy.as_ref(), response);
+        let keep = verdict == Verdict::Store;
         match tx {
             Some(tx) if keep => tx.commit().await.map_err(DB::commit_error)?,
             tx => rollback(tx).await,
         }
-        Ok::<_, idemkey_core::Error>(Ok(response))
+        Ok::<_, idemkey_core::Error>(Ok(response.map(Body::new)))
     });
     match task.await {
         Ok(Ok(answer)) => answer,
