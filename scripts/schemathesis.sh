@@ -27,7 +27,7 @@ command -v st >/dev/null || { echo "schemathesis is not installed: pip install s
 if [ -n "${IDEMKEY_BIN:-}" ]; then
     BIN="$(realpath "$IDEMKEY_BIN")"
 else
-    cargo build -q -p idemkey
+    cargo build -q -p idemkey-cli
     BIN="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug/idemkey"
 fi
 

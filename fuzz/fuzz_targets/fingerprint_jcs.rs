@@ -13,7 +13,7 @@ fn field(hash: &mut Sha256, bytes: &[u8]) {
     hash.update(bytes);
 }
 
-/// `fp-v1` of `POST /` with `application/json` and the body hashed raw (contract §4).
+/// `fp-v1` of `POST /` with `application/json` and the body hashed raw (behaviour §4).
 fn raw(body: &[u8]) -> [u8; 32] {
     let mut hash = Sha256::new();
     for part in [&b"fp-v1"[..], b"POST", b"/"] {

@@ -1,4 +1,4 @@
-//! Derived keys for external side effects (contract §8a).
+//! Derived keys for external side effects (behaviour §8a).
 
 use std::fmt;
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! The client's `Idempotency-Key` (contract §2).
+//! The client's `Idempotency-Key` (behaviour §2).
 
 use std::fmt;
 

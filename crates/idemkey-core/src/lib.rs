@@ -41,6 +41,7 @@
 //! | --- | --- |
 //! | `testkit` | [`store_conformance_suite!`]: the cases every store must pass |
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 mod derive;
 mod error;
 pub mod fingerprint;

@@ -1,4 +1,4 @@
-//! Which responses are stored (contract §6) and what to do with a dead executor's claim (§5).
+//! Which responses are stored (behaviour §6) and what to do with a dead executor's claim (§5).
 
 /// What becomes of a claim once its handler has answered.
 ///

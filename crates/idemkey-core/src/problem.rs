@@ -1,4 +1,4 @@
-//! RFC 9457 problem details for idemkey's own responses (contract §10).
+//! RFC 9457 problem details for idemkey's own responses (behaviour §10).
 
 use std::borrow::Cow;
 use std::time::Duration;

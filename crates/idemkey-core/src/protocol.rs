@@ -1,4 +1,4 @@
-//! The decision table of contract §5, shared by every store and both modes.
+//! The decision table of behaviour §5, shared by every store and both modes.
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! Records, claims and what a claim asks for (contract §1, §5, §9).
+//! Records, claims and what a claim asks for (behaviour §1, §5, §9).
 
 use std::time::{Duration, Instant};
 

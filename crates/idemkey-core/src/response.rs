@@ -1,4 +1,4 @@
-//! The stored response and its compact binary encoding (contract §6, §7).
+//! The stored response and its compact binary encoding (behaviour §6, §7).
 
 use bytes::{BufMut, Bytes, BytesMut};
 

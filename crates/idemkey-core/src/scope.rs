@@ -1,4 +1,4 @@
-//! Who did what under which key (contract §1, §3).
+//! Who did what under which key (behaviour §1, §3).
 
 use std::fmt;
 

@@ -1,4 +1,4 @@
-//! The store trait every backend implements (contract §5, §8a, §9).
+//! The store trait every backend implements (behaviour §5, §8a, §9).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -66,7 +66,7 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// the delete itself. Returns how many it deleted; call again until it returns 0.
     fn sweep(&self, batch: u32) -> impl Future<Output = Result<u64>> + Send;
 
-    /// The secret behind derived keys (contract §8a): made at random the first time it is
+    /// The secret behind derived keys (behaviour §8a): made at random the first time it is
     /// asked for, then kept by the store, so that it is the same across restarts and for
     /// every process that shares the store. Never empty. Callers may cache it.
     fn secret(&self) -> impl Future<Output = Result<Arc<[u8]>>> + Send;

@@ -17,7 +17,7 @@ fn tricky_bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
 
 /// JSON values without floats, so that distinct values are distinct JSON texts. Integers
 /// stay within ±2^53: beyond, canonicalising would lose digits, so such a body is hashed raw
-/// (contract §4) and its whitespace counts.
+/// (behaviour §4) and its whitespace counts.
 fn json() -> impl Strategy<Value = Value> {
     const EXACT: i64 = 1 << 53;
     let leaf = prop_oneof![

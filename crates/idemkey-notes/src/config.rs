@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use idemkey_core::{DEFAULT_LEASE, DEFAULT_RETENTION};
 
-/// Which idempotency mode serves `POST /v1/notes` (contract §1).
+/// Which idempotency mode serves `POST /v1/notes` (behaviour §1).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Mode {
     /// The record commits in the same transaction as the note (the default).

@@ -78,7 +78,7 @@ fn created(note: &Note) -> Response {
 /// Lease mode: the note is written on its own; the layer stores the response afterwards.
 ///
 /// The handler may run again for the same record (after a crash, a lease takeover or a
-/// release, contract §8a), so the note's id is derived from the record and the insert
+/// release, behaviour §8a), so the note's id is derived from the record and the insert
 /// happens once: a re-execution answers with the note the first execution wrote.
 pub(crate) async fn create_lease<DB: NotesDb>(
     State(state): State<AppState<DB>>,

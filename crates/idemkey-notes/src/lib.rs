@@ -3,7 +3,7 @@
 //! `POST /v1/notes` creates a note under an `Idempotency-Key`, in atomic mode (the record
 //! commits with the note, the default) or lease mode; `GET /v1/notes/{id}` and
 //! `GET /v1/notes` read the caller's notes; `/healthz`, `/metrics` and `/openapi.json` serve
-//! operations. Bearer tokens name the actor. The exact surface is contract §13.
+//! operations. Bearer tokens name the actor. The exact surface is behaviour §13.
 //!
 //! ```no_run
 //! use idemkey_notes::{NotesConfig, NotesDb, router};
@@ -29,7 +29,6 @@ mod db;
 mod openapi;
 mod problems;
 mod read;
-pub mod sweeper;
 
 use std::sync::Arc;
 

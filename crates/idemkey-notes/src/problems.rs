@@ -1,4 +1,4 @@
-//! The service's own problem responses, beside idemkey's (contract §10, §13).
+//! The service's own problem responses, beside idemkey's (behaviour §10, §13).
 
 use axum::Extension;
 use axum::response::{IntoResponse, Response};

@@ -1,4 +1,4 @@
-//! Atomic mode (contract §8): the claim, the caller's business writes and the stored response
+//! Atomic mode (behaviour §8): the claim, the caller's business writes and the stored response
 //! commit in one transaction, or none of them does.
 
 use std::time::{Duration, Instant};

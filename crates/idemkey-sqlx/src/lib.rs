@@ -41,14 +41,16 @@
 //! | --- | --- |
 //! | `sqlite` (default) | [`SqliteStore`], with a bundled SQLite |
 //! | `postgres` (default) | [`PgStore`]: duplicates wait (bounded, capped) for a concurrent claim |
-//! | `failpoints` | test-only hooks that pause or fail each step ([`failpoints`]) |
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 
 mod atomic;
 mod backend;
 mod error;
 mod execute;
+// Test-only hooks for this workspace's fault tests: not part of the public API.
+#[doc(hidden)]
 pub mod failpoints;
 mod local;
 #[cfg(feature = "postgres")]

@@ -84,6 +84,7 @@ impl<DB: Backend> SqlxStore<DB> {
 
     /// The same store with a hook awaited at every [`crate::failpoints::Point`].
     #[cfg(feature = "failpoints")]
+    #[doc(hidden)]
     #[must_use]
     pub fn with_failpoints(mut self, hook: crate::failpoints::Hook) -> Self {
         self.failpoints = crate::failpoints::Failpoints::new(hook);

@@ -1,4 +1,4 @@
-//! The layer's settings, with the contract's defaults.
+//! The layer's settings, with their documented defaults.
 
 use std::fmt;
 use std::sync::Arc;
@@ -7,13 +7,15 @@ use std::time::Duration;
 use http::{HeaderName, Method, StatusCode};
 use idemkey_core::{DEFAULT_LEASE, DEFAULT_RETENTION, ExpiredLease, StatusPolicy};
 
-use crate::{DefaultOperation, MakeOperation, ResponsePolicy};
+use crate::{
+    ActorExtension, DefaultOperation, IDEMPOTENCY_KEY, MakeActor, MakeOperation, ResponsePolicy,
+};
 
 /// One MiB, the default request body and response storage limit.
 const MIB: usize = 1024 * 1024;
 
 /// Settings of one [`IdempotencyLayer`](crate::IdempotencyLayer). Every field has the
-/// contract's default; change them with the `#[must_use]` builder methods of the same name.
+/// documented default (docs/behaviour.md); change them with the `#[must_use]` builder methods of the same name.
 ///
 /// ```
 /// use std::time::Duration;
@@ -33,6 +35,11 @@ pub struct Config {
     /// Methods whose `Idempotency-Key` is honoured; the header is ignored on the others.
     /// Defaults to POST and PATCH.
     pub methods: Vec<Method>,
+    /// The request header that carries the key. Defaults to `Idempotency-Key`.
+    pub key_header: HeaderName,
+    /// Finds the request's actor. Defaults to [`ActorExtension`]: the
+    /// [`Actor`](crate::Actor) that authentication put in the request extensions.
+    pub actor: Arc<dyn MakeActor>,
     /// Whether a request without a key is rejected (400 `key-missing`) rather than run
     /// unrecorded. Defaults to `true`.
     pub require_key: bool,
@@ -77,6 +84,8 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             methods: vec![Method::POST, Method::PATCH],
+            key_header: IDEMPOTENCY_KEY,
+            actor: Arc::new(ActorExtension),
             require_key: true,
             operation: Arc::new(DefaultOperation::default()),
             status_policy: Arc::new(StatusPolicy::default()),
@@ -104,6 +113,20 @@ impl Config {
     #[must_use]
     pub fn methods(mut self, methods: impl IntoIterator<Item = Method>) -> Self {
         self.methods = methods.into_iter().collect();
+        self
+    }
+
+    /// Sets [`Config::key_header`].
+    #[must_use]
+    pub fn key_header(mut self, name: HeaderName) -> Self {
+        self.key_header = name;
+        self
+    }
+
+    /// Sets [`Config::actor`].
+    #[must_use]
+    pub fn actor(mut self, actor: impl MakeActor) -> Self {
+        self.actor = Arc::new(actor);
         self
     }
 
@@ -228,6 +251,7 @@ impl fmt::Debug for Config {
         // The secret is left out on purpose: Debug output ends up in logs.
         f.debug_struct("Config")
             .field("methods", &self.methods)
+            .field("key_header", &self.key_header)
             .field("require_key", &self.require_key)
             .field("expired_lease", &self.expired_lease)
             .field("lease", &self.lease)

@@ -1,4 +1,4 @@
-//! Running the handler under a claim, then storing or releasing (contract §6, §8a, §10).
+//! Running the handler under a claim, then storing or releasing (behaviour §6, §8a, §10).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! Renewing a claim's lease while its handler runs (contract §8a).
+//! Renewing a claim's lease while its handler runs (behaviour §8a).
 
 use std::time::Duration;
 

@@ -40,7 +40,7 @@
 //! # }).unwrap();
 //! ```
 //!
-//! What the layer does, per request (contract §2-§7, §10):
+//! What the layer does, per request (behaviour §2-§7, §10):
 //!
 //! - On the [`Config::methods`] (POST and PATCH by default) it parses the `Idempotency-Key`
 //!   header; other methods, and requests axum routed to no route (its fallback), pass
@@ -70,6 +70,8 @@
 //! | --- | --- |
 //! | `sqlx` | [`atomic`]: atomic mode on idemkey-sqlx's stores, with the `Tx` extractor |
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+mod actor;
 #[cfg(feature = "sqlx")]
 pub mod atomic;
 mod config;
@@ -85,7 +87,9 @@ mod policy;
 mod prepare;
 mod replay;
 mod service;
+mod sweeper;
 
+pub use actor::{ActorExtension, MakeActor};
 pub use config::Config;
 pub use extensions::{Actor, NotExecuted};
 pub use future::ResponseFuture;
@@ -98,3 +102,4 @@ pub use replay::{
     problem_response, replay_response, split_response, stored_headers,
 };
 pub use service::Idempotency;
+pub use sweeper::{SWEEP_BATCH, Sweeper, sweep_all};

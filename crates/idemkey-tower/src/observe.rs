@@ -1,4 +1,4 @@
-//! Metrics and trace fields of every decision (contract §12).
+//! Metrics and trace fields of every decision (behaviour §12).
 
 use std::future::Future;
 use std::time::{Duration, Instant};

@@ -1,4 +1,4 @@
-//! Naming the operation a request performs (contract §1, §3).
+//! Naming the operation a request performs (behaviour §1, §3).
 
 use axum::extract::MatchedPath;
 use http::request::Parts;

@@ -1,5 +1,5 @@
 //! Which responses are stored: the application's policy, and the marks a handler can put on
-//! one response (contract §6).
+//! one response (behaviour §6).
 
 use http::response::Parts;
 use idemkey_core::{StatusPolicy, Verdict};

@@ -9,7 +9,7 @@ use http_body::Body as HttpBody;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use idemkey_core::{BoxError, ClaimRequest, Fingerprint, Key, Problem, ProblemKind};
 
-use crate::{Actor, Config, IDEMPOTENCY_KEY};
+use crate::Config;
 
 /// What [`prepare`] made of a request.
 #[derive(Debug)]
@@ -54,7 +54,7 @@ impl Prepared {
 }
 
 /// Parses the key, finds the actor, reads the body within the limit and fingerprints the
-/// request (contract §2, §4).
+/// request (behaviour §2, §4).
 pub async fn prepare<B>(request: Request<B>, config: &Config) -> Preparation<B>
 where
     B: HttpBody<Data = Bytes>,
@@ -63,23 +63,23 @@ where
     if !config.honours(request.method()) || reached_no_route(&request) {
         return Preparation::PassThrough(request);
     }
-    let key = match parse_key(request.headers()) {
+    let key = match parse_key(request.headers(), &config.key_header) {
         Ok(Some(key)) => key,
         Ok(None) if !config.require_key => return Preparation::Unrecorded(request),
         Ok(None) => return reject("key_missing", Problem::new(ProblemKind::KeyMissing)),
         Err(problem) => return reject("key_invalid", problem),
     };
-    let Some(actor) = request.extensions().get::<Actor>().cloned() else {
+    let (parts, body) = request.into_parts();
+    let Some(actor) = config.actor.make_actor(&parts) else {
         return reject("unauthenticated", unauthenticated());
     };
-    let (parts, body) = request.into_parts();
     let body = match read_body(body, config.request_body_limit).await {
         Ok(body) => body,
         Err(rejection) => return Preparation::Rejected(rejection),
     };
     let operation = config.operation.make_operation(&parts);
     let fingerprint = fingerprint(&parts, &body, config);
-    let mut claim = ClaimRequest::new(actor.0, operation, key, fingerprint)
+    let mut claim = ClaimRequest::new(actor, operation, key, fingerprint)
         .lease(config.lease)
         .retention(config.retention);
     claim.request_id = parts
@@ -117,8 +117,8 @@ fn reject<B>(outcome: &'static str, problem: Problem) -> Preparation<B> {
     Preparation::Rejected(Rejection { outcome, problem })
 }
 
-fn parse_key(headers: &http::HeaderMap) -> Result<Option<Key>, Problem> {
-    let values = headers.get_all(IDEMPOTENCY_KEY).into_iter();
+fn parse_key(headers: &http::HeaderMap, name: &http::HeaderName) -> Result<Option<Key>, Problem> {
+    let values = headers.get_all(name).into_iter();
     Key::from_header_values(values.map(|value| value.as_bytes()))
         .map_err(|err| Problem::new(ProblemKind::KeyInvalid).detail(err.to_string()))
 }
@@ -170,6 +170,7 @@ pub fn fingerprint(parts: &Parts, body: &[u8], config: &Config) -> Fingerprint {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Actor;
 
     fn request(key: &str) -> Request<Body> {
         let mut request = Request::post("/v1/notes")
@@ -207,6 +208,42 @@ mod tests {
         mounted.extensions_mut().insert(OriginalUri(original));
         let prepared = prepare(mounted, &Config::default()).await;
         assert!(matches!(prepared, Preparation::Ready(_)));
+    }
+
+    #[tokio::test]
+    async fn the_key_header_and_the_actor_are_the_applications_to_choose() {
+        #[derive(Clone)]
+        struct Tenant(&'static str);
+        let config = Config::default()
+            .key_header(http::HeaderName::from_static("x-request-key"))
+            .actor(|parts: &Parts| parts.extensions.get::<Tenant>().map(|t| t.0.to_owned()));
+        let mut request = Request::post("/v1/notes")
+            .header("x-request-key", "k")
+            .body(Body::empty())
+            .unwrap();
+        request.extensions_mut().insert(Tenant("t-7"));
+        let Preparation::Ready(prepared) = prepare(request, &config).await else {
+            panic!("a key in the configured header, and an actor")
+        };
+        assert_eq!(prepared.claim.scope.actor, "t-7");
+        // The default header is an ordinary header now; without the tenant, no actor.
+        let mut other = Request::post("/v1/notes")
+            .header("idempotency-key", "k")
+            .body(Body::empty())
+            .unwrap();
+        other.extensions_mut().insert(Actor::new("a"));
+        let Preparation::Rejected(missing) = prepare(other, &config).await else {
+            panic!("the configured header is required")
+        };
+        assert_eq!(missing.outcome, "key_missing");
+        let anonymous = Request::post("/v1/notes")
+            .header("x-request-key", "k")
+            .body(Body::empty())
+            .unwrap();
+        let Preparation::Rejected(anonymous) = prepare(anonymous, &config).await else {
+            panic!("no tenant, no actor")
+        };
+        assert_eq!(anonymous.outcome, "unauthenticated");
     }
 
     #[tokio::test]

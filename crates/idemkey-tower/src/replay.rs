@@ -1,4 +1,4 @@
-//! Converting between `http` responses and [`StoredResponse`] (contract §6, §7).
+//! Converting between `http` responses and [`StoredResponse`] (behaviour §6, §7).
 
 use axum::body::Body;
 use bytes::Bytes;

@@ -69,7 +69,7 @@ where
         let clone = self.inner.clone();
         let inner = mem::replace(&mut self.inner, clone);
         // Requests without a key pass through: they pay for no span.
-        let keyed = request.headers().contains_key(crate::IDEMPOTENCY_KEY);
+        let keyed = request.headers().contains_key(&self.config.key_header);
         let span = if keyed && self.config.honours(request.method()) {
             tracing::info_span!(
                 "idempotency",

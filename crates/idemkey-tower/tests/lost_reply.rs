@@ -1,4 +1,4 @@
-//! Lease mode, the reply to the completion lost after the store applied it (contract §10):
+//! Lease mode, the reply to the completion lost after the store applied it (behaviour §10):
 //! the retried completion finds the record completed by this very claim, and counts the
 //! response as stored, not the lease as lost. A test binary of its own, because it reads the
 //! process's metrics.

@@ -40,22 +40,36 @@ pub fn request_for(actor: &str, op: &str, body: &str) -> ClaimRequest {
 /// The variable naming the PostgreSQL server the tests run against.
 pub const PG_URL_ENV: &str = "IDEMKEY_TEST_PG_URL";
 
-/// The URL of the PostgreSQL server to test against, from [`PG_URL_ENV`].
+/// The PostgreSQL server the tests use when [`PG_URL_ENV`] is not set and one answers here.
+pub const PG_DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+
+/// The URL of the PostgreSQL server to test against: [`PG_URL_ENV`] if set, else
+/// [`PG_DEFAULT_URL`] if a server answers at its address.
 ///
-/// Unset outside CI: `None`, after a loud `SKIPPED` notice. Unset in CI (`CI` set): the test
+/// Neither, outside CI: `None`, after a loud `SKIPPED` notice. In CI (`CI` set): the test
 /// fails, because there the PostgreSQL tests must run.
 pub fn pg_url() -> Option<String> {
     if let Ok(url) = std::env::var(PG_URL_ENV) {
         return Some(url);
     }
+    if answers("127.0.0.1:5432") {
+        return Some(PG_DEFAULT_URL.to_owned());
+    }
     assert!(
         std::env::var_os("CI").is_none(),
-        "{PG_URL_ENV} is not set: the PostgreSQL tests must run in CI"
+        "{PG_URL_ENV} is not set and nothing answers at 127.0.0.1:5432: the PostgreSQL tests must run in CI"
     );
     eprintln!(
-        "SKIPPED: set {PG_URL_ENV}=postgres://postgres@127.0.0.1:5432/test to run the PostgreSQL tests"
+        "SKIPPED: no PostgreSQL at 127.0.0.1:5432; set {PG_URL_ENV}=postgres://USER@HOST:PORT/DB to run the PostgreSQL tests"
     );
     None
+}
+
+/// Whether something accepts a TCP connection at `addr` within a moment.
+fn answers(addr: &str) -> bool {
+    addr.parse().is_ok_and(|addr| {
+        std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(300)).is_ok()
+    })
 }
 
 /// Expands to the whole conformance suite for the store that `$setup` (an async expression)

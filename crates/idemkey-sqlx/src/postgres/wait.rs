@@ -1,4 +1,4 @@
-//! How an atomic claim waits for a concurrent, uncommitted claim of the same scope (contract
+//! How an atomic claim waits for a concurrent, uncommitted claim of the same scope (behaviour
 //! §8): bounded by a `lock_timeout` on the claim statement alone, and capped in number.
 
 use std::sync::Arc;

@@ -36,7 +36,7 @@ async fn slow(State(gate): State<Arc<(Notify, Notify)>>) -> (StatusCode, &'stati
 }
 
 /// A timeout layer outside gives up on the request; the handler, once begun, still runs to
-/// completion and its response is stored (contract §6), so the retry replays it.
+/// completion and its response is stored (behaviour §6), so the retry replays it.
 #[tokio::test]
 async fn a_timeout_outside_does_not_abandon_the_execution() {
     for mode in Mode::ALL {
@@ -147,7 +147,7 @@ async fn compression_outside_encodes_each_replay_for_its_retry() {
 }
 
 /// Compression inside the layer: the encoded body streams (no known length), so it is
-/// stored without its body (contract §6); no replay then sends an encoding, whatever the retry
+/// stored without its body (behaviour §6); no replay then sends an encoding, whatever the retry
 /// accepts. (A stored encoded body is replayed only to a retry that accepts its coding: see
 /// the unit tests of `replay_response`.)
 #[tokio::test]

@@ -1,6 +1,6 @@
 //! Where applications put the layer: on one route, on a router, on a router with a
 //! fallback, with GET and HEAD routes beside. A request that reaches no handler is answered
-//! as if the layer were absent (contract §6).
+//! as if the layer were absent (behaviour §6).
 
 use axum::Router;
 use axum::response::IntoResponse;

@@ -1,4 +1,4 @@
-//! Responses that are not stored, and a store that fails (contract §6, §10).
+//! Responses that are not stored, and a store that fails (behaviour §6, §10).
 
 use std::sync::atomic::Ordering;
 
@@ -110,7 +110,7 @@ async fn when_completion_keeps_failing_the_response_is_still_returned() {
     let first = send(app.post("/notes", Some("k"))).await;
     assert_eq!(first.status, 201);
     assert!(!first.replayed());
-    // The record stays in flight until its lease expires (contract §10).
+    // The record stays in flight until its lease expires (behaviour §10).
     let retry = send(app.post("/notes", Some("k"))).await;
     retry.assert_problem(409, "request-in-flight");
     assert_eq!(app.ctx.runs(), 1);

@@ -1,4 +1,4 @@
-//! Key syntax, key requirement and the actor (contract §2, §3).
+//! Key syntax, key requirement and the actor (behaviour §2, §3).
 
 use http::HeaderValue;
 use idemkey_tower::Config;

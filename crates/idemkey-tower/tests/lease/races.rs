@@ -1,4 +1,4 @@
-//! Duplicates in flight, callers that go away, expired leases (contract §5, §6).
+//! Duplicates in flight, callers that go away, expired leases (behaviour §5, §6).
 //!
 //! The gated handler blocks until the test hands out a permit, so every interleaving here is
 //! forced by the test.

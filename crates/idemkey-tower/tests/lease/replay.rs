@@ -1,4 +1,4 @@
-//! What is stored and replayed, and what is rejected (contract §3, §4, §6, §7).
+//! What is stored and replayed, and what is rejected (behaviour §3, §4, §6, §7).
 
 use http::StatusCode;
 use idemkey_core::{Key, MemoryStore, Operation, RecordState, Scope, Store};
@@ -79,7 +79,7 @@ async fn a_business_4xx_is_stored() {
     assert_eq!(app.ctx.runs(), 1);
 }
 
-/// A 404 rejects the request as sent (contract §6): not stored, and the key is free again
+/// A 404 rejects the request as sent (behaviour §6): not stored, and the key is free again
 /// for a corrected request, even one with another body.
 #[tokio::test]
 async fn a_rejection_4xx_is_not_stored_and_frees_the_key() {

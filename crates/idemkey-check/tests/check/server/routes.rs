@@ -1,4 +1,4 @@
-//! The test server's HTTP surface, after the reference notes service (contract §13).
+//! The test server's HTTP surface, after the reference notes service (behaviour §13).
 
 use std::sync::Arc;
 

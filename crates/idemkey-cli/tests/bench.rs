@@ -128,12 +128,7 @@ fn ceiling_and_layer_run_without_errors() {
 
 #[test]
 fn postgres_gets_a_schema_of_its_own() {
-    let Ok(url) = std::env::var("IDEMKEY_TEST_PG_URL") else {
-        eprintln!("SKIPPED postgres_gets_a_schema_of_its_own: IDEMKEY_TEST_PG_URL is not set");
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must run the PostgreSQL tests"
-        );
+    let Some(url) = idemkey_core::testkit::pg_url() else {
         return;
     };
     let output = bench(&[

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use idemkey_core::{Key, Operation, Scope, Store};
-use idemkey_notes::sweeper::sweep_all;
+use idemkey_tower::sweep_all;
 
 use crate::cli::{DatabaseArgs, ForgetArgs};
 use crate::database::{Database, open};

@@ -131,7 +131,7 @@ async fn lease_failed_business_write_releases_the_claim(backend: Backend) {
     executes_once(&app, key).await;
 }
 
-/// Completion keeps failing: the client still gets the handler's response (contract §10),
+/// Completion keeps failing: the client still gets the handler's response (behaviour §10),
 /// the key answers 409 while the lease lives, and after it a retry takes over and answers
 /// with the same note (its id is derived from the record), which is then stored.
 async fn lease_failed_complete_holds_the_key_only_until_the_lease_expires(backend: Backend) {

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use idemkey_notes::sweeper::run_sweeper;
 use idemkey_notes::{NotesConfig, NotesDb, router};
 use idemkey_sqlx::SqlxStore;
+use idemkey_tower::Sweeper;
 use metrics_exporter_prometheus::PrometheusBuilder;
 use tokio::net::TcpListener;
 
@@ -77,12 +77,12 @@ async fn serve<DB: NotesDb>(
     let addr = listener.local_addr()?;
     announce(&config, args, addr);
     let every = (args.retention / 10).clamp(Duration::from_secs(1), Duration::from_secs(60));
-    let sweeper = tokio::spawn(run_sweeper(store.clone(), every));
+    let sweeper = Sweeper::spawn(store.clone(), every);
     let app = router(store.clone(), config);
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown())
         .await?;
-    sweeper.abort();
+    sweeper.stop().await;
     store.close().await;
     tracing::info!("stopped");
     Ok(())

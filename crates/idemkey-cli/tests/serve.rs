@@ -1,5 +1,5 @@
 //! `idemkey serve` over real sockets, in both modes: the seed's six cases and the HTTP
-//! surface of contract §13.
+//! surface of behaviour §13.
 #![allow(clippy::unwrap_used)]
 
 mod common;

@@ -1,4 +1,4 @@
-//! Several `idemkey serve` processes on one PostgreSQL database (contract §8, §13): storms
+//! Several `idemkey serve` processes on one PostgreSQL database (behaviour §8, §13): storms
 //! spread across instances create exactly one note per key, in both modes.
 #![allow(clippy::unwrap_used)]
 
