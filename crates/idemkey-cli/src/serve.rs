@@ -60,6 +60,7 @@ fn config(args: &ServeArgs) -> anyhow::Result<NotesConfig> {
         optional_key: args.optional_key,
         secret: args.secret.as_deref().map(|s| Arc::from(s.as_bytes())),
         metrics: Some(Arc::new(move || handle.render())),
+        ..NotesConfig::default()
     })
 }
 
@@ -78,10 +79,13 @@ async fn serve<DB: NotesDb>(
     announce(&config, args, addr);
     let every = (args.retention / 10).clamp(Duration::from_secs(1), Duration::from_secs(60));
     let sweeper = Sweeper::spawn(store.clone(), every);
+    let executions = config.executions.clone();
     let app = router(store.clone(), config);
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown())
         .await?;
+    // Handlers whose clients left still run in their own tasks: let them store or commit.
+    executions.wait().await;
     sweeper.stop().await;
     store.close().await;
     tracing::info!("stopped");

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idemkey_core::{DEFAULT_LEASE, DEFAULT_RETENTION};
+use idemkey_tower::Executions;
 
 /// Which idempotency mode serves `POST /v1/notes` (behaviour §1).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -59,6 +60,8 @@ pub struct NotesConfig {
     pub secret: Option<Arc<[u8]>>,
     /// Renders `/metrics`; without it the endpoint answers an empty document.
     pub metrics: Option<RenderMetrics>,
+    /// Where the service's executions are counted, to wait for them at shutdown.
+    pub executions: Executions,
 }
 
 impl Default for NotesConfig {
@@ -71,6 +74,7 @@ impl Default for NotesConfig {
             optional_key: false,
             secret: None,
             metrics: None,
+            executions: Executions::new(),
         }
     }
 }

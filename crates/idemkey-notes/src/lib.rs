@@ -95,11 +95,13 @@ pub fn router<DB: NotesDb>(store: SqlxStore<DB>, config: NotesConfig) -> Router 
         store: store.clone(),
         config: Arc::new(config),
     };
+    let executions = state.config.executions.clone();
     let create = match state.config.mode {
         Mode::Lease => post(create::create_lease::<DB>)
-            .layer(IdempotencyLayer::with_config(store, idempotency)),
-        Mode::Atomic => post(create::create_atomic::<DB>)
-            .layer(AtomicIdempotencyLayer::with_config(store, idempotency)),
+            .layer(IdempotencyLayer::with_config(store, idempotency).with_executions(executions)),
+        Mode::Atomic => post(create::create_atomic::<DB>).layer(
+            AtomicIdempotencyLayer::with_config(store, idempotency).with_executions(executions),
+        ),
     };
     let v1 = Router::new()
         .route("/v1/notes", create.get(read::list_notes::<DB>))

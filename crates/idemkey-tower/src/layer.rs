@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use tower::Layer;
 
-use crate::{Config, Idempotency};
+use crate::{Config, Executions, Idempotency};
 
 /// Layer that applies the [`Idempotency`] middleware, in lease mode, with one store and
 /// [`Config`].
@@ -15,6 +15,7 @@ use crate::{Config, Idempotency};
 pub struct IdempotencyLayer<St> {
     store: St,
     config: Arc<Config>,
+    executions: Executions,
 }
 
 impl<St> IdempotencyLayer<St> {
@@ -28,7 +29,20 @@ impl<St> IdempotencyLayer<St> {
         Self {
             store,
             config: Arc::new(config),
+            executions: Executions::new(),
         }
+    }
+
+    /// The same layer, counting its executions in `executions` (shared with other layers).
+    #[must_use]
+    pub fn with_executions(mut self, executions: Executions) -> Self {
+        self.executions = executions;
+        self
+    }
+
+    /// The executions this layer runs in tasks of their own: wait for them at shutdown.
+    pub fn executions(&self) -> &Executions {
+        &self.executions
     }
 
     /// The layer's settings.
@@ -41,6 +55,11 @@ impl<S, St: Clone> Layer<S> for IdempotencyLayer<St> {
     type Service = Idempotency<S, St>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        Idempotency::from_shared(inner, self.store.clone(), self.config.clone())
+        Idempotency::from_shared(
+            inner,
+            self.store.clone(),
+            self.config.clone(),
+            self.executions.clone(),
+        )
     }
 }

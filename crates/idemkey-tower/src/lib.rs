@@ -76,6 +76,7 @@ mod actor;
 pub mod atomic;
 mod config;
 mod execute;
+mod executions;
 mod extensions;
 mod flow;
 mod future;
@@ -91,6 +92,7 @@ mod sweeper;
 
 pub use actor::{ActorExtension, MakeActor};
 pub use config::Config;
+pub use executions::Executions;
 pub use extensions::{Actor, NotExecuted};
 pub use future::ResponseFuture;
 pub use layer::IdempotencyLayer;

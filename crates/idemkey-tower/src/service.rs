@@ -13,7 +13,7 @@ use tower::Service;
 use tracing::{Instrument, Span, field};
 
 use crate::observe::outcome;
-use crate::{Config, Preparation, ResponseFuture, flow, prepare, problem_response};
+use crate::{Config, Executions, Preparation, ResponseFuture, flow, prepare, problem_response};
 
 /// Middleware that makes requests carrying an `Idempotency-Key` idempotent, in lease mode.
 ///
@@ -28,19 +28,26 @@ pub struct Idempotency<S, St> {
     inner: S,
     store: St,
     config: Arc<Config>,
+    executions: Executions,
 }
 
 impl<S, St> Idempotency<S, St> {
     /// Wraps `inner`, keeping records in `store`.
     pub fn new(inner: S, store: St, config: Config) -> Self {
-        Self::from_shared(inner, store, Arc::new(config))
+        Self::from_shared(inner, store, Arc::new(config), Executions::new())
     }
 
-    pub(crate) fn from_shared(inner: S, store: St, config: Arc<Config>) -> Self {
+    pub(crate) fn from_shared(
+        inner: S,
+        store: St,
+        config: Arc<Config>,
+        executions: Executions,
+    ) -> Self {
         Self {
             inner,
             store,
             config,
+            executions,
         }
     }
 }
@@ -80,15 +87,19 @@ where
         } else {
             Span::none()
         };
-        let handled = handle(inner, self.store.clone(), self.config.clone(), request);
+        let shared = (
+            self.store.clone(),
+            self.config.clone(),
+            self.executions.clone(),
+        );
+        let handled = handle(inner, shared, request);
         ResponseFuture::new(handled.instrument(span))
     }
 }
 
 async fn handle<S, St, ReqBody, ResBody>(
     mut inner: S,
-    store: St,
-    config: Arc<Config>,
+    (store, config, executions): (St, Arc<Config>, Executions),
     request: Request<ReqBody>,
 ) -> Result<Response<Body>, S::Error>
 where
@@ -117,7 +128,7 @@ where
     span.record("key", prepared.claim.scope.key.short_hash());
     // From the claim on, the work belongs to a task of its own: a dropped response future
     // (client gone, timeout layer) must not abandon a claim or a handler half-way (§6).
-    let task = tokio::spawn(flow::run(inner, prepared, store, config).in_current_span());
+    let task = executions.spawn(flow::run(inner, prepared, store, config).in_current_span());
     match task.await {
         Ok(result) => result,
         Err(err) => {

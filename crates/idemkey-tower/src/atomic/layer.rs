@@ -6,12 +6,13 @@ use idemkey_sqlx::{Backend, SqlxStore};
 use tower::Layer;
 
 use super::AtomicIdempotency;
-use crate::Config;
+use crate::{Config, Executions};
 
 /// Applies [`AtomicIdempotency`] to a route: keyed requests run in atomic mode on `store`.
 pub struct AtomicIdempotencyLayer<DB: Backend> {
     store: SqlxStore<DB>,
     config: Arc<Config>,
+    executions: Executions,
 }
 
 impl<DB: Backend> Clone for AtomicIdempotencyLayer<DB> {
@@ -19,6 +20,7 @@ impl<DB: Backend> Clone for AtomicIdempotencyLayer<DB> {
         Self {
             store: self.store.clone(),
             config: self.config.clone(),
+            executions: self.executions.clone(),
         }
     }
 }
@@ -34,7 +36,21 @@ impl<DB: Backend> AtomicIdempotencyLayer<DB> {
         Self {
             store,
             config: Arc::new(config),
+            executions: Executions::new(),
         }
+    }
+
+    /// The same layer, counting its executions in `executions` (shared with other layers).
+    #[must_use]
+    pub fn with_executions(mut self, executions: Executions) -> Self {
+        self.executions = executions;
+        self
+    }
+
+    /// The exchanges this layer runs in tasks of their own (each commits or rolls back
+    /// there): wait for them at shutdown.
+    pub fn executions(&self) -> &Executions {
+        &self.executions
     }
 }
 
@@ -46,6 +62,7 @@ impl<S, DB: Backend> Layer<S> for AtomicIdempotencyLayer<DB> {
             inner,
             store: self.store.clone(),
             config: self.config.clone(),
+            executions: self.executions.clone(),
         }
     }
 }

@@ -21,13 +21,16 @@ use super::handler::{HttpOutput, ServiceHandler};
 use crate::flow::store_error;
 use crate::observe::{outcome, store_latency};
 use crate::policy::judge;
-use crate::{Config, Preparation, Prepared, prepare, problem_response, replay_response};
+use crate::{
+    Config, Executions, Preparation, Prepared, prepare, problem_response, replay_response,
+};
 
 /// Middleware that runs each keyed request in atomic mode: see [`super`].
 pub struct AtomicIdempotency<S, DB: Backend> {
     pub(crate) inner: S,
     pub(crate) store: SqlxStore<DB>,
     pub(crate) config: Arc<Config>,
+    pub(crate) executions: Executions,
 }
 
 impl<S: Clone, DB: Backend> Clone for AtomicIdempotency<S, DB> {
@@ -36,6 +39,7 @@ impl<S: Clone, DB: Backend> Clone for AtomicIdempotency<S, DB> {
             inner: self.inner.clone(),
             store: self.store.clone(),
             config: self.config.clone(),
+            executions: self.executions.clone(),
         }
     }
 }
@@ -64,6 +68,7 @@ where
         let clone = self.inner.clone();
         let inner = mem::replace(&mut self.inner, clone);
         let (store, config) = (self.store.clone(), self.config.clone());
+        let executions = self.executions.clone();
         Box::pin(async move {
             match prepare(request, &config).await {
                 Preparation::Rejected(rejection) => {
@@ -74,8 +79,12 @@ where
                     .oneshot(request.map(Body::new))
                     .await
                     .map(|r| r.map(Body::new)),
-                Preparation::Unrecorded(request) => unrecorded(inner, store, config, request).await,
-                Preparation::Ready(prepared) => Ok(recorded(inner, store, config, *prepared).await),
+                Preparation::Unrecorded(request) => {
+                    unrecorded(inner, (store, config, executions), request).await
+                }
+                Preparation::Ready(prepared) => {
+                    Ok(recorded(inner, (store, config, executions), *prepared).await)
+                }
             }
         })
     }
@@ -111,8 +120,7 @@ fn options(config: &Config) -> AtomicOptions {
 /// never abandons the transaction half-way: it commits or rolls back all the same.
 async fn recorded<S, DB, ResBody>(
     inner: S,
-    store: SqlxStore<DB>,
-    config: Arc<Config>,
+    (store, config, executions): (SqlxStore<DB>, Arc<Config>, Executions),
     prepared: Prepared,
 ) -> Response<Body>
 where
@@ -125,7 +133,7 @@ where
 {
     let span = tracing::info_span!("idempotency", mode = "atomic", operation = %prepared.claim.operation,
         key = %prepared.claim.scope.key.short_hash(), outcome = field::Empty);
-    let task = tokio::spawn(
+    let task = executions.spawn(
         async move {
             // Only what a replay negotiates with: the rest of the head goes to the handler.
             let accepts: http::HeaderMap = prepared
@@ -203,8 +211,7 @@ fn answer(
 /// could create a second resource, so it must not be told "not executed").
 async fn unrecorded<S, DB, ReqBody, ResBody>(
     inner: S,
-    store: SqlxStore<DB>,
-    config: Arc<Config>,
+    (store, config, executions): (SqlxStore<DB>, Arc<Config>, Executions),
     request: Request<ReqBody>,
 ) -> Result<Response<Body>, S::Error>
 where
@@ -221,7 +228,7 @@ where
         Ok(tx) => tx,
         Err(error) => return Ok(store_error(&error)),
     };
-    let task = tokio::spawn(async move {
+    let task = executions.spawn(async move {
         let slot = TxSlot::new(tx);
         let mut request = request.map(Body::new);
         request.extensions_mut().insert(slot.clone());

@@ -10,4 +10,5 @@ mod external;
 mod outer;
 mod pg;
 mod placement;
+mod shutdown;
 mod tenants;

@@ -1,0 +1,61 @@
+//! Waiting at shutdown for the executions that run in tasks of their own (behaviour §6).
+
+use std::future::Future;
+
+use tokio::task::JoinHandle;
+use tokio_util::task::TaskTracker;
+
+/// The executions of idempotency layers that run in tasks of their own: once a handler has
+/// begun it finishes even if its client goes away, so a server that stops accepting requests
+/// may still have executions running. Wait for them before the runtime ends, or their
+/// responses are neither stored nor released (lease mode) and their transactions never commit
+/// (atomic mode).
+///
+/// Every layer has one; layers given the same `Executions` (`with_executions`) are waited for
+/// together.
+///
+/// ```no_run
+/// # async fn run(app: axum::Router, listener: tokio::net::TcpListener, executions: idemkey_tower::Executions) {
+/// axum::serve(listener, app)
+///     .with_graceful_shutdown(async { let _ = tokio::signal::ctrl_c().await; })
+///     .await
+///     .unwrap();
+/// // Connections are closed; handlers whose clients left may still run.
+/// executions.wait().await;
+/// # }
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Executions(TaskTracker);
+
+impl Executions {
+    /// A new, empty set of executions.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Runs `future` in a task of its own, counted until it ends.
+    pub(crate) fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.0.spawn(future)
+    }
+
+    /// How many executions are running.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether none is running.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Waits until every execution has ended, those running now and any started meanwhile.
+    /// Call it once the server has stopped accepting requests.
+    pub async fn wait(&self) {
+        self.0.close();
+        self.0.wait().await;
+    }
+}
