@@ -4,9 +4,8 @@
 //! The `doc_*` functions exist only to carry the path documentation; a test checks that every
 //! documented operation is a real route.
 
-use idemkey_core::MAX_KEY_LEN;
+use idemkey_tower::openapi::IdempotencyOpenApi;
 use serde::Serialize;
-use utoipa::openapi::extensions::ExtensionsBuilder;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi, ToSchema};
 
@@ -97,32 +96,49 @@ impl Modify for BearerAuth {
     }
 }
 
-/// The document for this configuration, as JSON.
+/// The document for this configuration, as JSON: the routes above, with the idempotency of
+/// `POST /v1/notes` documented by the layer's own [`IdempotencyOpenApi`].
 pub(crate) fn document(config: &NotesConfig) -> serde_json::Value {
     let mut openapi = ApiDoc::openapi();
-    let rules = serde_json::json!({
-        "header": "Idempotency-Key",
-        "methods": ["POST"],
-        "required": !config.optional_key,
-        "mode": config.mode.to_string(),
-        "retention": humantime::format_duration(config.retention).to_string(),
-        "retention_seconds": config.retention.as_secs(),
-        "key": {
-            "min_length": 1,
-            "max_length": MAX_KEY_LEN,
-            "characters": "visible ASCII (0x21-0x7E)",
-            "forms": ["structured-field string (\"abc\")", "bare (abc)"],
-            "scope": "actor, operation, key",
-        },
-        "mismatch_status": 422,
-        "in_flight_status": 409,
-        "replay_header": "Idempotent-Replayed",
-        "stored": if config.mode == Mode::Atomic {
-            "2xx-4xx except 408, 409, 425, 429; anything else rolls back"
-        } else {
-            "2xx-4xx except 408, 409, 425, 429; anything else releases the claim"
-        },
-    });
-    openapi.extensions = Some(ExtensionsBuilder::new().add("x-idempotency", rules).build());
+    IdempotencyOpenApi::new(&crate::idempotency_config(config))
+        .paths(["/v1/notes"])
+        .modify(&mut openapi);
+    let rules = openapi
+        .extensions
+        .as_mut()
+        .and_then(|extensions| extensions.get_mut("x-idempotency"))
+        .and_then(serde_json::Value::as_object_mut);
+    if let Some(rules) = rules {
+        let settled = match config.mode {
+            Mode::Atomic => "rolls back",
+            Mode::Lease => "releases the claim (5xx) or frees the key (the rejections)",
+        };
+        let stored = format!(
+            "2xx, 3xx and the 4xx that state an outcome (402, 410, ...) are stored; {REJECTION_LIST} \
+             reject the request as sent and are never stored; anything else {settled}"
+        );
+        rules.insert("mode".into(), config.mode.to_string().into());
+        let retention = humantime::format_duration(config.retention).to_string();
+        rules.insert("retention".into(), retention.into());
+        rules.insert("stored".into(), stored.into());
+    }
     serde_json::to_value(&openapi).unwrap_or_default()
+}
+
+/// The rejection statuses, as the document lists them.
+const REJECTION_LIST: &str =
+    "400, 401, 403, 404, 405, 406, 408, 409, 411, 413, 414, 415, 422, 425, 429, 431";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_listed_rejections_are_the_policys() {
+        let listed: Vec<u16> = REJECTION_LIST
+            .split(", ")
+            .map(|s| s.parse().unwrap())
+            .collect();
+        assert_eq!(listed, idemkey_core::REJECTION_STATUSES);
+    }
 }

@@ -69,6 +69,7 @@
 //! | feature | what it enables |
 //! | --- | --- |
 //! | `sqlx` | [`atomic`]: atomic mode on idemkey-sqlx's stores, with the `Tx` extractor |
+//! | `openapi` | [`openapi`]: the covered routes documented in a utoipa OpenAPI document |
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 mod actor;
@@ -83,6 +84,8 @@ mod future;
 mod heartbeat;
 mod layer;
 mod observe;
+#[cfg(feature = "openapi")]
+pub mod openapi;
 mod operation;
 mod policy;
 mod prepare;
