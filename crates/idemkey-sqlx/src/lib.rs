@@ -43,7 +43,10 @@
 //! | `postgres` (default) | [`PgStore`]: duplicates wait (bounded, capped) for a concurrent claim |
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
-#![cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+#![cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres")),
+    allow(dead_code, unused_macros, unused_imports)
+)]
 
 mod atomic;
 mod backend;

@@ -8,7 +8,8 @@ use http::{HeaderName, Method, StatusCode};
 use idemkey_core::{DEFAULT_LEASE, DEFAULT_RETENTION, ExpiredLease, StatusPolicy};
 
 use crate::{
-    ActorExtension, DefaultOperation, IDEMPOTENCY_KEY, MakeActor, MakeOperation, ResponsePolicy,
+    ActorExtension, DefaultOperation, IDEMPOTENCY_KEY, JsonSelection, MakeActor, MakeOperation,
+    ResponsePolicy,
 };
 
 /// One MiB, the default request body and response storage limit.
@@ -61,6 +62,9 @@ pub struct Config {
     /// The largest response body stored; larger ones are stored without their body.
     /// Defaults to 1 MiB.
     pub storage_limit: usize,
+    /// Which members of a JSON body the fingerprint covers. Defaults to
+    /// [`JsonSelection::Whole`].
+    pub fingerprint_json: JsonSelection,
     /// Request headers that are part of the fingerprint. Defaults to none.
     pub fingerprint_headers: Vec<HeaderName>,
     /// Response headers that belong to one request and are never replayed. Defaults to
@@ -94,6 +98,7 @@ impl Default for Config {
             retention: DEFAULT_RETENTION,
             request_body_limit: MIB,
             storage_limit: MIB,
+            fingerprint_json: JsonSelection::Whole,
             fingerprint_headers: Vec::new(),
             per_request_headers: vec![
                 HeaderName::from_static("x-request-id"),
@@ -186,6 +191,13 @@ impl Config {
         self
     }
 
+    /// Sets [`Config::fingerprint_json`].
+    #[must_use]
+    pub fn fingerprint_json(mut self, selection: JsonSelection) -> Self {
+        self.fingerprint_json = selection;
+        self
+    }
+
     /// Adds a request header to [`Config::fingerprint_headers`].
     #[must_use]
     pub fn fingerprint_header(mut self, name: HeaderName) -> Self {
@@ -258,6 +270,7 @@ impl fmt::Debug for Config {
             .field("retention", &self.retention)
             .field("request_body_limit", &self.request_body_limit)
             .field("storage_limit", &self.storage_limit)
+            .field("fingerprint_json", &self.fingerprint_json)
             .field("fingerprint_headers", &self.fingerprint_headers)
             .field("per_request_headers", &self.per_request_headers)
             .field("wait_in_flight", &self.wait_in_flight)

@@ -90,6 +90,7 @@ mod operation;
 mod policy;
 mod prepare;
 mod replay;
+mod select;
 mod service;
 mod sweeper;
 
@@ -106,5 +107,6 @@ pub use replay::{
     IDEMPOTENCY_KEY, IDEMPOTENT_BODY_OMITTED, IDEMPOTENT_REPLAYED, is_stored_header,
     problem_response, replay_response, split_response, stored_headers,
 };
+pub use select::JsonSelection;
 pub use service::Idempotency;
 pub use sweeper::{SWEEP_BATCH, Sweeper, sweep_all};

@@ -7,6 +7,7 @@ use http::header::CONTENT_TYPE;
 use http::{Request, request::Parts};
 use http_body::Body as HttpBody;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
+use idemkey_core::fingerprint::is_json_media_type;
 use idemkey_core::{BoxError, ClaimRequest, Fingerprint, Key, Problem, ProblemKind};
 
 use crate::Config;
@@ -113,6 +114,16 @@ pub(crate) fn client_uri(parts: &Parts) -> &http::Uri {
         .map_or(&parts.uri, |original| &original.0)
 }
 
+/// Whether the request declares a JSON body (`application/json`, `+json`).
+fn is_json(parts: &Parts) -> bool {
+    parts
+        .headers
+        .get(CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|media| is_json_media_type(&media.trim().to_ascii_lowercase()))
+}
+
 fn reject<B>(outcome: &'static str, problem: Problem) -> Preparation<B> {
     Preparation::Rejected(Rejection { outcome, problem })
 }
@@ -164,7 +175,14 @@ pub fn fingerprint(parts: &Parts, body: &[u8], config: &Config) -> Fingerprint {
             builder = builder.header(name.as_str(), value.as_bytes());
         }
     }
-    builder.body(body)
+    // The builder hashes a JSON body canonically, so the selection only matters for JSON.
+    match is_json(parts)
+        .then(|| config.fingerprint_json.select(body))
+        .flatten()
+    {
+        Some(selected) => builder.body(&selected),
+        None => builder.body(body),
+    }
 }
 
 #[cfg(test)]
@@ -244,6 +262,40 @@ mod tests {
             panic!("no tenant, no actor")
         };
         assert_eq!(anonymous.outcome, "unauthenticated");
+    }
+
+    #[tokio::test]
+    async fn the_json_selection_decides_which_members_count() {
+        let config = Config::default()
+            .fingerprint_json(crate::JsonSelection::Exclude(vec!["/sent_at".into()]));
+        let json = |body: &'static str, media: &str| {
+            let mut request = Request::post("/v1/notes")
+                .header("idempotency-key", "k")
+                .header("content-type", media)
+                .body(Body::from(body))
+                .unwrap();
+            request.extensions_mut().insert(Actor::new("a"));
+            request
+        };
+        let fingerprint = |request| async {
+            match prepare(request, &config).await {
+                Preparation::Ready(prepared) => prepared.claim.fingerprint,
+                _ => panic!("ready"),
+            }
+        };
+        let a = fingerprint(json(r#"{"t":"x","sent_at":1}"#, "application/json")).await;
+        let b = fingerprint(json(
+            r#"{"sent_at":2,"t":"x"}"#,
+            "application/json; charset=utf-8",
+        ))
+        .await;
+        let c = fingerprint(json(r#"{"t":"y","sent_at":1}"#, "application/json")).await;
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        // Not declared JSON: the body counts whole.
+        let d = fingerprint(json(r#"{"t":"x","sent_at":1}"#, "text/plain")).await;
+        let e = fingerprint(json(r#"{"t":"x","sent_at":2}"#, "text/plain")).await;
+        assert_ne!(d, e);
     }
 
     #[tokio::test]

@@ -156,6 +156,13 @@ fn query_pairs(query: &str) -> Vec<(&str, &str)> {
         .collect()
 }
 
+/// The RFC 8785 form of a JSON body, or `None` when canonicalising it would lose information
+/// (a repeated member name, a number that does not round-trip through an IEEE double) or it is
+/// not JSON: exactly when the fingerprint hashes a JSON body canonically rather than raw.
+pub fn canonical_json(body: &[u8]) -> Option<Vec<u8>> {
+    jcs::canonicalize_lossless(body)
+}
+
 /// Whether a media type is JSON: `application/json` or any `+json` suffix.
 pub fn is_json_media_type(media_type: &str) -> bool {
     media_type == "application/json" || media_type.ends_with("+json")
