@@ -79,6 +79,10 @@ pub(crate) struct ServeArgs {
     /// Run requests without an Idempotency-Key too, unrecorded.
     #[arg(long, env = "IDEMKEY_OPTIONAL_KEY")]
     pub(crate) optional_key: bool,
+    /// Where your API documents its problem types: each problem's `type` is this URL followed
+    /// by its slug (`key-reused`).
+    #[arg(long, env = "IDEMKEY_PROBLEM_BASE", value_name = "URL")]
+    pub(crate) problem_base: Option<String>,
     /// The secret behind derived keys. Unset, the store's own is used: made once and kept in
     /// the database, so the same for every instance and restart.
     #[arg(long, env = "IDEMKEY_SECRET", hide_env_values = true, value_parser = parse_secret)]

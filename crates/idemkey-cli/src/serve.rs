@@ -18,6 +18,10 @@ use crate::database::{Database, open, redact};
 /// Starts the service and runs it until SIGINT or SIGTERM.
 pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     init_tracing();
+    if let Some(base) = &args.problem_base {
+        idemkey_core::problem::set_type_base(base.clone())
+            .map_err(|set| anyhow::anyhow!("the problem type base is already {set}"))?;
+    }
     let config = config(&args)?;
     match open(&args.database.database_url, true).await? {
         Database::Sqlite(store) => serve(store, config, &args).await?,

@@ -497,3 +497,24 @@ async fn wait_for_connection(server: &Server) {
     }
     panic!("no connection reached the server");
 }
+
+/// `--problem-base` names where the API documents its problem types.
+#[tokio::test]
+async fn problem_types_can_point_to_the_apis_own_documentation() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        dir.path(),
+        &["--problem-base", "https://api.example.test/problems/"],
+    );
+    let client = reqwest::Client::new();
+    let response = create(&client, &server, ALICE, None, r#"{"title":"t"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(
+        body["type"],
+        "https://api.example.test/problems/key-missing"
+    );
+}

@@ -1,12 +1,37 @@
 //! RFC 9457 problem details for idemkey's own responses (behaviour §10).
 
 use std::borrow::Cow;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::StoredResponse;
 
-/// Where problem types are documented; each type is this base followed by its slug.
+/// The base of problem types until [`set_type_base`] names the application's own: each type
+/// is the base followed by its slug.
 pub const PROBLEM_BASE: &str = "https://idemkey.dev/problems/";
+
+static TYPE_BASE: OnceLock<String> = OnceLock::new();
+
+/// Sets, once per process, where the application documents its problem types: every problem
+/// built afterwards has the `type` `base` followed by its slug
+/// (`https://api.example.com/problems/` gives `https://api.example.com/problems/key-reused`).
+/// Call it at start-up. Fails with the base in force if one was set already.
+///
+/// ```
+/// idemkey_core::problem::set_type_base("https://api.example.com/problems/").unwrap();
+/// let problem = idemkey_core::Problem::new(idemkey_core::ProblemKind::KeyReused);
+/// assert_eq!(problem.type_uri, "https://api.example.com/problems/key-reused");
+/// ```
+pub fn set_type_base(base: impl Into<String>) -> Result<(), String> {
+    TYPE_BASE
+        .set(base.into())
+        .map_err(|_| type_base().to_owned())
+}
+
+/// The base of problem types in force: [`set_type_base`]'s, else [`PROBLEM_BASE`].
+pub fn type_base() -> &'static str {
+    TYPE_BASE.get().map_or(PROBLEM_BASE, String::as_str)
+}
 
 /// The media type of problem responses.
 pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
@@ -108,10 +133,11 @@ impl Problem {
         Self::custom(kind.slug(), kind.title(), kind.status())
     }
 
-    /// A problem of an application's own type, documented under the same base.
+    /// A problem of an application's own type, documented under the same base
+    /// ([`type_base`]).
     pub fn custom(slug: &str, title: impl Into<Cow<'static, str>>, status: u16) -> Self {
         Self {
-            type_uri: Cow::Owned(format!("{PROBLEM_BASE}{slug}")),
+            type_uri: Cow::Owned(format!("{}{slug}", type_base())),
             title: title.into(),
             status,
             detail: None,
