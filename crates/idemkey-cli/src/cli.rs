@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use idemkey_notes::Mode;
+use idemkey_sqlx::Strategy;
 
 /// Idempotency keys for HTTP APIs: the reference service and its tools.
 #[derive(Debug, Parser)]
@@ -76,6 +77,16 @@ pub(crate) struct ServeArgs {
     /// `atomic` (the record commits with the note) or `lease`.
     #[arg(long, env = "IDEMKEY_MODE", default_value = "atomic")]
     pub(crate) mode: Mode,
+    /// Atomic mode: `commit-time` (the record is written, completed, as the transaction's
+    /// last statement; a concurrent duplicate from another instance runs speculatively and
+    /// rolls back) or `claim-first` (the record is claimed first; duplicates wait at the claim).
+    #[arg(long, env = "IDEMKEY_STRATEGY", default_value = "commit-time")]
+    pub(crate) strategy: Strategy,
+    /// Advanced (atomic mode): skip the read-only lookup before the write transaction. Saves
+    /// a round trip on each first request; a retry then runs the handler, rolled back, before
+    /// its replay.
+    #[arg(long, env = "IDEMKEY_NO_LOOKUP", hide_short_help = true)]
+    pub(crate) no_lookup: bool,
     /// Run requests without an Idempotency-Key too, unrecorded.
     #[arg(long, env = "IDEMKEY_OPTIONAL_KEY")]
     pub(crate) optional_key: bool,

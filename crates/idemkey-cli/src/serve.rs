@@ -64,6 +64,8 @@ fn config(args: &ServeArgs) -> anyhow::Result<NotesConfig> {
         optional_key: args.optional_key,
         secret: args.secret.as_deref().map(|s| Arc::from(s.as_bytes())),
         metrics: Some(Arc::new(move || handle.render())),
+        strategy: args.strategy,
+        lookup_first: !args.no_lookup,
         ..NotesConfig::default()
     })
 }

@@ -29,37 +29,50 @@ use reliability::{ALICE, create};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_campaign_sqlite_atomic() {
-    run(Backend::Sqlite, "atomic").await;
+    run(Backend::Sqlite, "atomic", &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_campaign_sqlite_atomic_claim_first() {
+    run(Backend::Sqlite, "atomic", &["--strategy", "claim-first"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_campaign_sqlite_lease() {
-    run(Backend::Sqlite, "lease").await;
+    run(Backend::Sqlite, "lease", &[]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_campaign_postgres_atomic() {
-    run(Backend::Postgres, "atomic").await;
+    run(Backend::Postgres, "atomic", &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_campaign_postgres_atomic_claim_first() {
+    run(Backend::Postgres, "atomic", &["--strategy", "claim-first"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_campaign_postgres_lease() {
-    run(Backend::Postgres, "lease").await;
+    run(Backend::Postgres, "lease", &[]).await;
 }
 
-async fn run(backend: Backend, mode: &str) {
+/// `extra`: flags beyond the mode and lease (atomic mode's strategy: commit-time unless
+/// `--strategy claim-first`).
+async fn run(backend: Backend, mode: &str, extra: &[&str]) {
     let plan = Plan::from_env();
     let dir = tempfile::tempdir().unwrap();
     let Some(db) = Db::create(backend, dir.path()).await else {
         return;
     };
-    let name = format!("{backend:?} {mode}");
+    let name = format!("{backend:?} {mode} {}", extra.join(" "));
     eprintln!(
         "crash campaign {name}: seed={} clients={} keys={} kills={} (replay with IDEMKEY_CRASH_SEED={})",
         plan.seed, plan.clients, plan.keys, plan.kills, plan.seed
     );
     // Default flags only: exactly-once in lease mode must not depend on `--secret`.
-    let args = ["--mode", mode, "--lease", &plan.lease];
+    let mut args = vec!["--mode", mode, "--lease", &plan.lease];
+    args.extend_from_slice(extra);
     let spec = ServeSpec::new(db.url(), dir.path(), &args);
     let started = Instant::now();
     let (server, receipts, shared) = drive(&spec, &plan).await;

@@ -21,10 +21,11 @@ fn instances(schema: &Schema, n: usize, extra: &[&str]) -> Vec<Server> {
         .collect()
 }
 
-async fn storm_of_64_creates_one_note(mode: &str) {
+async fn storm_of_64_creates_one_note(args: &[&str]) {
+    let mode = args.join(" ");
     let Some(base) = url() else { return };
     let schema = Schema::create(&base).await;
-    let servers = instances(&schema, 3, &["--mode", mode]);
+    let servers = instances(&schema, 3, args);
     let targets: Vec<SocketAddr> = (0..64).map(|i| servers[i % 3].addr).collect();
     let answers = storm(&targets, |addr| raw_create(addr, ALICE, "storm-64", HELLO)).await;
     assert_eq!(schema.count("notes").await, 1, "{mode}");
@@ -77,10 +78,11 @@ async fn create_three_ways(client: &reqwest::Client, addrs: &[SocketAddr], key: 
     panic!("key {key} never completed");
 }
 
-async fn a_thousand_keys_three_times_each(mode: &str) {
+async fn a_thousand_keys_three_times_each(args: &[&str]) {
+    let mode = args.join(" ");
     let Some(base) = url() else { return };
     let schema = Schema::create(&base).await;
-    let servers = instances(&schema, 3, &["--mode", mode]);
+    let servers = instances(&schema, 3, args);
     let addrs: Arc<Vec<SocketAddr>> = Arc::new(servers.iter().map(|s| s.addr).collect());
     let client = reqwest::Client::new();
     let ids: Vec<String> = futures_util::stream::iter(0..1000)
@@ -102,22 +104,34 @@ async fn a_thousand_keys_three_times_each(mode: &str) {
 
 #[tokio::test]
 async fn atomic_storm_of_64_across_three_instances() {
-    storm_of_64_creates_one_note("atomic").await;
+    // The default strategy, commit-time: the instances' duplicates run speculatively and
+    // meet at the record's insert.
+    storm_of_64_creates_one_note(&["--mode", "atomic"]).await;
+}
+
+#[tokio::test]
+async fn atomic_claim_first_storm_of_64_across_three_instances() {
+    storm_of_64_creates_one_note(&["--mode", "atomic", "--strategy", "claim-first"]).await;
 }
 
 #[tokio::test]
 async fn lease_storm_of_64_across_three_instances() {
-    storm_of_64_creates_one_note("lease").await;
+    storm_of_64_creates_one_note(&["--mode", "lease"]).await;
 }
 
 #[tokio::test]
 async fn atomic_thousand_keys_across_three_instances() {
-    a_thousand_keys_three_times_each("atomic").await;
+    a_thousand_keys_three_times_each(&["--mode", "atomic"]).await;
+}
+
+#[tokio::test]
+async fn atomic_claim_first_thousand_keys_across_three_instances() {
+    a_thousand_keys_three_times_each(&["--mode", "atomic", "--strategy", "claim-first"]).await;
 }
 
 #[tokio::test]
 async fn lease_thousand_keys_across_three_instances() {
-    a_thousand_keys_three_times_each("lease").await;
+    a_thousand_keys_three_times_each(&["--mode", "lease"]).await;
 }
 
 #[tokio::test]

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idemkey_core::{DEFAULT_LEASE, DEFAULT_RETENTION};
+use idemkey_sqlx::Strategy;
 use idemkey_tower::Executions;
 
 /// Which idempotency mode serves `POST /v1/notes` (behaviour §1).
@@ -62,6 +63,12 @@ pub struct NotesConfig {
     pub metrics: Option<RenderMetrics>,
     /// Where the service's executions are counted, to wait for them at shutdown.
     pub executions: Executions,
+    /// How atomic mode claims (behaviour §8). Defaults to commit-time: creating a note is
+    /// a light handler whose only effect is in the transaction.
+    pub strategy: Strategy,
+    /// Whether atomic mode looks the record up before its write transaction. Defaults to
+    /// true.
+    pub lookup_first: bool,
 }
 
 impl Default for NotesConfig {
@@ -75,6 +82,8 @@ impl Default for NotesConfig {
             secret: None,
             metrics: None,
             executions: Executions::new(),
+            strategy: Strategy::CommitTime,
+            lookup_first: true,
         }
     }
 }

@@ -100,7 +100,10 @@ pub fn router<DB: NotesDb>(store: SqlxStore<DB>, config: NotesConfig) -> Router 
         Mode::Lease => post(create::create_lease::<DB>)
             .layer(IdempotencyLayer::with_config(store, idempotency).with_executions(executions)),
         Mode::Atomic => post(create::create_atomic::<DB>).layer(
-            AtomicIdempotencyLayer::with_config(store, idempotency).with_executions(executions),
+            AtomicIdempotencyLayer::with_config(store, idempotency)
+                .with_executions(executions)
+                .strategy(state.config.strategy)
+                .lookup_first(state.config.lookup_first),
         ),
     };
     let v1 = Router::new()

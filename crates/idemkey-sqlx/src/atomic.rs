@@ -197,7 +197,7 @@ impl<DB: Backend> SqlxStore<DB> {
     /// record it committed (or in flight if it waited past the bound), or begins again from
     /// the lookup when it ended without either. One bound, like a claim waiting on the
     /// database, covers every wait of the request, however many requests it follows in turn.
-    async fn after_leader(
+    pub(crate) async fn after_leader(
         &self,
         request: &ClaimRequest,
         on_expired: ExpiredLease,

@@ -34,6 +34,16 @@ pub trait Backend: Database + Sealed {
         pool: &Pool<Self>,
     ) -> impl Future<Output = Result<Transaction<'static, Self>>> + Send;
 
+    /// [`Self::begin_write`] on `looked_up`, the lookup's connection, when
+    /// [`Self::CLAIM_ON_LOOKUP_CONNECTION`]; otherwise as the store begins its writes.
+    fn begin_write_on(
+        store: &SqlxStore<Self>,
+        looked_up: Option<PoolConnection<Self>>,
+    ) -> impl Future<Output = Result<Transaction<'static, Self>>> + Send {
+        drop(looked_up);
+        store.begin_write()
+    }
+
     /// Whether atomic mode's claim begins its transaction on the connection the read-only
     /// lookup ran on, saving an acquire and a release (sqlx answers each release with a
     /// round trip). Not on SQLite, whose writes take the store's writer.
@@ -69,6 +79,17 @@ pub trait Backend: Database + Sealed {
         conn: &mut Self::Connection,
         request: &ClaimRequest,
     ) -> impl Future<Output = Result<TryClaim>> + Send;
+
+    /// Atomic mode's commit-time claim: inserts the record already completed with
+    /// `response`, as the transaction's last statement. Replaces only an expired row; `false`
+    /// when a live record holds the scope (on PostgreSQL, once a concurrent uncommitted
+    /// insert of the scope has ended: the unique scope is the arbiter).
+    fn insert_completed(
+        conn: &mut Self::Connection,
+        request: &ClaimRequest,
+        record_id: idemkey_core::RecordId,
+        response: &StoredResponse,
+    ) -> impl Future<Output = Result<bool>> + Send;
 
     /// See [`idemkey_core::Store::reclaim`].
     fn reclaim(

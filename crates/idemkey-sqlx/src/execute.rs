@@ -11,6 +11,29 @@ use sqlx::Transaction;
 
 use crate::{AtomicBegin, AtomicClaim, Backend, SqlxStore};
 
+impl std::str::FromStr for Strategy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "claim-first" => Ok(Self::ClaimFirst),
+            "commit-time" => Ok(Self::CommitTime),
+            other => Err(format!(
+                "unknown strategy {other:?}: expected claim-first or commit-time"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Strategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::ClaimFirst => "claim-first",
+            Self::CommitTime => "commit-time",
+        })
+    }
+}
+
 /// Options of [`SqlxStore::execute`].
 #[derive(Clone, Copy, Debug)]
 pub struct AtomicOptions {
@@ -21,6 +44,34 @@ pub struct AtomicOptions {
     /// How many times a transaction runs before serialization failures become
     /// `store-unavailable`. Defaults to 3.
     pub max_attempts: u32,
+    /// Claim first, or at commit time. Defaults to [`Strategy::ClaimFirst`].
+    pub strategy: Strategy,
+    /// Whether a read-only lookup precedes the write transaction, so that a retry of a
+    /// completed request is replayed without running the handler or taking the write lock.
+    /// Defaults to true. Without it, under [`Strategy::CommitTime`], such a retry runs the
+    /// handler speculatively and rolls it back; claim-first claims the record instead.
+    pub lookup: bool,
+}
+
+/// How atomic mode claims a scope (behaviour §8); chosen per route.
+///
+/// Both commit the record and the business writes in one transaction, or neither; both
+/// answer a duplicate with the first request's response. They differ in when the record is
+/// written, and so in what a duplicate costs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Strategy {
+    /// The record is inserted in flight as the transaction's first statement, the handler
+    /// runs, and the completion updates the record. A concurrent duplicate waits at its
+    /// claim (bounded) and never runs the handler. For handlers whose work is expensive.
+    #[default]
+    ClaimFirst,
+    /// The handler runs first and the record is inserted, already completed, as the
+    /// transaction's last statement: one statement instead of two. A concurrent duplicate
+    /// from another process runs the handler speculatively, its insert waits for the first
+    /// transaction, and it rolls back and replays (duplicates in one process wait for each
+    /// other instead). For light handlers whose only effects are in the transaction.
+    CommitTime,
 }
 
 impl Default for AtomicOptions {
@@ -29,6 +80,8 @@ impl Default for AtomicOptions {
             policy: StatusPolicy::default(),
             on_expired: ExpiredLease::default(),
             max_attempts: 3,
+            strategy: Strategy::default(),
+            lookup: true,
         }
     }
 }
@@ -156,9 +209,31 @@ impl<DB: Backend> SqlxStore<DB> {
         options: &AtomicOptions,
         handler: &mut H,
     ) -> Result<Outcome<H::Response>, AtomicError<H::Error>> {
+        match options.strategy {
+            Strategy::ClaimFirst => {
+                self.execute_claim_first(request, options, handler, None)
+                    .await
+            }
+            Strategy::CommitTime => self.execute_commit_time(request, options, handler).await,
+        }
+    }
+
+    /// [`Self::execute`] with [`Strategy::ClaimFirst`]; `begun` is the first attempt's
+    /// beginning when the caller already has it.
+    pub(crate) async fn execute_claim_first<H: AtomicHandler<DB>>(
+        &self,
+        request: &ClaimRequest,
+        options: &AtomicOptions,
+        handler: &mut H,
+        mut begun: Option<AtomicBegin<DB>>,
+    ) -> Result<Outcome<H::Response>, AtomicError<H::Error>> {
         let attempts = options.max_attempts.max(1);
         for attempt in 1..=attempts {
-            let atomic = match self.begin_atomic(request, options.on_expired).await? {
+            let begin = match begun.take() {
+                Some(begin) => begin,
+                None => self.begin_atomic(request, options.on_expired).await?,
+            };
+            let atomic = match begin {
                 AtomicBegin::Execute(atomic) => atomic,
                 AtomicBegin::Replay(response) => return Ok(Outcome::Replayed(response)),
                 AtomicBegin::Mismatch => return Ok(Outcome::Mismatch),
@@ -208,7 +283,7 @@ impl<DB: Backend> SqlxStore<DB> {
     }
 }
 
-async fn rollback<DB: Backend>(tx: Option<Transaction<'static, DB>>) {
+pub(crate) async fn rollback<DB: Backend>(tx: Option<Transaction<'static, DB>>) {
     if let Some(tx) = tx
         && let Err(error) = tx.rollback().await
     {
@@ -219,7 +294,7 @@ async fn rollback<DB: Backend>(tx: Option<Transaction<'static, DB>>) {
 }
 
 /// Whether a serialization failure or deadlock is somewhere in the error's chain.
-fn retryable<DB: Backend>(error: &(dyn StdError + 'static)) -> bool {
+pub(crate) fn retryable<DB: Backend>(error: &(dyn StdError + 'static)) -> bool {
     let mut current = Some(error);
     while let Some(error) = current {
         if let Some(sqlx_error) = error.downcast_ref::<sqlx::Error>() {
@@ -230,6 +305,16 @@ fn retryable<DB: Backend>(error: &(dyn StdError + 'static)) -> bool {
     false
 }
 
-fn exhausted(attempts: u32) -> Error {
+pub(crate) fn exhausted(attempts: u32) -> Error {
     Error::Unavailable(format!("transaction failed to serialize {attempts} times").into())
+}
+
+impl<R> From<idemkey_core::Answer> for Outcome<R> {
+    fn from(answer: idemkey_core::Answer) -> Self {
+        match answer {
+            idemkey_core::Answer::Replay(response) => Self::Replayed(response),
+            idemkey_core::Answer::Mismatch => Self::Mismatch,
+            idemkey_core::Answer::InFlight { retry_after } => Self::InFlight { retry_after },
+        }
+    }
 }

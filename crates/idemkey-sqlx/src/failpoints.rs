@@ -8,14 +8,15 @@
 pub enum Point {
     /// Atomic mode: after the read-only lookup found no record, before the write transaction.
     AfterLookup,
-    /// Before the claim statement: inside atomic mode's transaction, or (lease mode,
+    /// Before the claim statement: inside atomic mode's transaction, before its first
+    /// statement (commit-time: before the handler, whose record is inserted last), or (lease mode,
     /// [`idemkey_core::Store::try_claim`]) before taking the connection the claim, a
     /// statement that commits on its own, runs on.
     BeforeClaim,
     /// Before the response is stored in the record: in atomic mode's transaction, or (lease
     /// mode, [`idemkey_core::Store::complete`]) on the pooled connection that will store it.
     BeforeComplete,
-    /// Atomic mode: before `COMMIT`, after the record is completed.
+    /// Atomic mode: before `COMMIT`, after the record is completed (commit-time: inserted).
     BeforeCommit,
     /// Lease mode: before a claim is given back ([`idemkey_core::Store::release`] or
     /// [`idemkey_core::Store::discard`]), on the pooled connection that will do it.

@@ -50,6 +50,7 @@
 
 mod atomic;
 mod backend;
+mod commit_time;
 mod error;
 mod execute;
 // Test-only hooks for this workspace's fault tests: not part of the public API.
@@ -68,7 +69,7 @@ pub use atomic::{AtomicBegin, AtomicClaim};
 pub use backend::Backend;
 pub use execute::{
     AtomicError, AtomicHandler, AtomicOptions, AtomicResponse, HandlerFn, HandlerResult, Outcome,
-    handler_fn,
+    Strategy, handler_fn,
 };
 #[cfg(feature = "postgres")]
 pub use postgres::{DEFAULT_CLAIM_LOCK_TIMEOUT, DEFAULT_MAX_CONNECTIONS, PgSettings, PgStore};

@@ -1,14 +1,33 @@
 //! The fenced statements whose code is the same on every backend, once: each backend's
-//! `impl Backend` expands [`fenced_statements!`] with its own SQL constants (`RECLAIM`,
+//! `impl Backend` expands [`fenced_statements!`] with its own SQL constants (`INSERT_COMPLETED`, `RECLAIM`,
 //! `COMPLETE`, `RELEASE`, `DISCARD`, `EXTEND`, `FORGET`, `SWEEP`, `SECRET_INSERT`,
 //! `SECRET_SELECT`) and its own typed helpers
 //! (`scoped`, `held`, `token_of`) in scope; [`claim_with!`] likewise gives each backend the
 //! claim's upsert-then-lookup.
 
-/// Expands to the `reclaim`, `complete`, `release`, `discard`, `extend`, `forget`, `sweep`
+/// Expands to the `insert_completed`, `reclaim`, `complete`, `release`, `discard`, `extend`, `forget`, `sweep`
 /// and `load_secret` methods of an `impl Backend` block.
 macro_rules! fenced_statements {
     () => {
+        async fn insert_completed(
+            conn: &mut Self::Connection,
+            request: &ClaimRequest,
+            record_id: idemkey_core::RecordId,
+            response: &StoredResponse,
+        ) -> Result<bool> {
+            let inserted = scoped(INSERT_COMPLETED, &request.scope)
+                .bind(record_id.as_bytes().as_slice())
+                .bind(request.operation.version())
+                .bind(request.fingerprint.as_bytes().as_slice())
+                .bind(millis(request.retention))
+                .bind(request.request_id.as_deref())
+                .bind(response.encode())
+                .fetch_all(conn)
+                .await
+                .map_err(store_error)?;
+            Ok(!inserted.is_empty())
+        }
+
         async fn reclaim(
             conn: &mut Self::Connection,
             request: &ClaimRequest,

@@ -27,6 +27,13 @@ idemkey_core::store_conformance_suite!({
 
 seed_cases!(PgFixture);
 
+/// The seed cases again with the commit-time strategy.
+mod commit_time {
+    use super::*;
+
+    seed_cases!(common::CommitTime<PgFixture>);
+}
+
 async fn db_ms(store: &PgStore) -> i64 {
     pg::scalar(
         store,

@@ -76,6 +76,13 @@ idemkey_core::store_conformance_suite!(SqliteFixture::store());
 
 seed_cases!(SqliteFixture);
 
+/// The seed cases again with the commit-time strategy.
+mod commit_time {
+    use super::*;
+
+    seed_cases!(common::CommitTime<SqliteFixture>);
+}
+
 #[tokio::test]
 async fn settings_are_wal_full_and_busy_timeout() {
     let store = SqliteFixture::store().await;

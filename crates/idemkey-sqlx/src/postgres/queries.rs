@@ -60,6 +60,22 @@ const CLAIM_RESTORING: &str = concat!(
     ", set_config('lock_timeout', current_setting('idemkey.lock_timeout'), true)"
 );
 
+// Commit-time claim (behaviour §8): the record, already completed, as the transaction's last
+// statement. Like the claim it replaces only an expired row, and meeting an uncommitted insert
+// of the same scope it waits for that transaction to end; a live row makes it return nothing.
+const INSERT_COMPLETED: &str = concat!(
+    "INSERT INTO idemkey_records (actor, operation, idem_key, record_id, version, ",
+    "fingerprint, state, token, lease_until, expires_at, created_at, request_id, ",
+    "response) SELECT $1, $2, $3, $4, $5, $6, 2, 1, NULL, clock.t + $7, clock.t, $8, $9 FROM ",
+    clock!(),
+    " ON CONFLICT (actor, operation, idem_key) DO UPDATE SET record_id = ",
+    "excluded.record_id, version = excluded.version, fingerprint = excluded.fingerprint, ",
+    "state = 2, token = 1, lease_until = NULL, expires_at = excluded.expires_at, ",
+    "created_at = excluded.created_at, request_id = excluded.request_id, ",
+    "response = excluded.response ",
+    "WHERE idemkey_records.expires_at <= excluded.created_at RETURNING token"
+);
+
 const RECLAIM: &str = concat!(
     "UPDATE idemkey_records SET token = token + 1, state = 0, lease_until = clock.t + $6, ",
     "expires_at = clock.t + $6 + $7 FROM ",
@@ -134,6 +150,23 @@ impl Backend for Postgres {
     }
 
     const CLAIM_ON_LOOKUP_CONNECTION: bool = true;
+
+    async fn begin_write_on(
+        store: &SqlxStore<Self>,
+        looked_up: Option<PoolConnection<Self>>,
+    ) -> Result<Transaction<'static, Self>> {
+        let Some(conn) = looked_up else {
+            return store.begin_write().await;
+        };
+        Transaction::begin(
+            conn,
+            Some(sqlx::SqlSafeStr::into_sql_str(
+                "BEGIN ISOLATION LEVEL READ COMMITTED",
+            )),
+        )
+        .await
+        .map_err(store_error)
+    }
 
     async fn begin_claim(
         store: &SqlxStore<Self>,

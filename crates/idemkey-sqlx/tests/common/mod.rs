@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 use idemkey_sqlx::failpoints::{Hook, Point};
-use idemkey_sqlx::{Backend, SqlxStore};
+use idemkey_sqlx::{AtomicOptions, Backend, SqlxStore, Strategy};
 use sqlx::Transaction;
 
 /// A backend's test setup: a fresh database of its own, and the `note` business table.
@@ -38,6 +38,50 @@ pub trait Fixture: Send + Sync + 'static {
 
     /// How many idempotency records exist.
     fn count_records(store: &SqlxStore<Self::DB>) -> impl Future<Output = i64> + Send;
+
+    /// The options the cases run atomic mode with: the default strategy.
+    fn options() -> AtomicOptions {
+        AtomicOptions::default()
+    }
+}
+
+/// A fixture's backend with the commit-time strategy: the same cases, the other strategy.
+pub struct CommitTime<F>(std::marker::PhantomData<F>);
+
+impl<F: Fixture> Fixture for CommitTime<F> {
+    type DB = F::DB;
+
+    fn available() -> bool {
+        F::available()
+    }
+
+    fn store() -> impl Future<Output = SqlxStore<Self::DB>> + Send {
+        F::store()
+    }
+
+    fn insert_note<'t>(
+        tx: &'t mut Transaction<'static, Self::DB>,
+        id: &'t str,
+        actor: &'t str,
+        title: &'t str,
+    ) -> BoxFuture<'t, Result<(), sqlx::Error>> {
+        F::insert_note(tx, id, actor, title)
+    }
+
+    fn count_notes(store: &SqlxStore<Self::DB>) -> impl Future<Output = i64> + Send {
+        F::count_notes(store)
+    }
+
+    fn count_records(store: &SqlxStore<Self::DB>) -> impl Future<Output = i64> + Send {
+        F::count_records(store)
+    }
+
+    fn options() -> AtomicOptions {
+        AtomicOptions {
+            strategy: Strategy::CommitTime,
+            ..F::options()
+        }
+    }
 }
 
 /// A hook that runs `f` at `point` only.
@@ -76,6 +120,8 @@ macro_rules! seed_cases {
             in_process_duplicates_wait_for_the_first_and_replay,
             an_in_process_duplicate_with_another_body_is_a_mismatch,
             an_in_process_duplicate_executes_when_the_first_stores_nothing,
+            a_duplicate_that_collides_with_the_first_replays_it,
+            a_retry_without_the_lookup_replays,
         );
     };
     (@each $fixture:ty; $($case:ident),* $(,)?) => {

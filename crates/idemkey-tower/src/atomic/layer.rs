@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use idemkey_sqlx::{Backend, SqlxStore};
+use idemkey_sqlx::{Backend, SqlxStore, Strategy};
 use tower::Layer;
 
 use super::AtomicIdempotency;
@@ -13,6 +13,14 @@ pub struct AtomicIdempotencyLayer<DB: Backend> {
     store: SqlxStore<DB>,
     config: Arc<Config>,
     executions: Executions,
+    plan: Plan,
+}
+
+/// How the layer's route claims: the strategy, and whether a lookup comes first.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Plan {
+    pub(crate) strategy: Strategy,
+    pub(crate) lookup: bool,
 }
 
 impl<DB: Backend> Clone for AtomicIdempotencyLayer<DB> {
@@ -21,6 +29,7 @@ impl<DB: Backend> Clone for AtomicIdempotencyLayer<DB> {
             store: self.store.clone(),
             config: self.config.clone(),
             executions: self.executions.clone(),
+            plan: self.plan,
         }
     }
 }
@@ -37,7 +46,31 @@ impl<DB: Backend> AtomicIdempotencyLayer<DB> {
             store,
             config: Arc::new(config),
             executions: Executions::new(),
+            plan: Plan {
+                strategy: Strategy::default(),
+                lookup: true,
+            },
         }
+    }
+
+    /// The same layer claiming with `strategy` (behaviour §8). Defaults to
+    /// [`Strategy::ClaimFirst`]; [`Strategy::CommitTime`] writes the record in one statement
+    /// at the end of the transaction, for light handlers whose only effects are in it.
+    #[must_use]
+    pub fn strategy(mut self, strategy: Strategy) -> Self {
+        self.plan.strategy = strategy;
+        self
+    }
+
+    /// The same layer with or without the read-only lookup before the write transaction.
+    /// Defaults to on: a retry of a completed request is replayed without taking the write
+    /// lock or running the handler. Off saves a round trip on every first request; a retry
+    /// then runs the handler speculatively under [`Strategy::CommitTime`] (rolled back, then
+    /// replayed).
+    #[must_use]
+    pub fn lookup_first(mut self, on: bool) -> Self {
+        self.plan.lookup = on;
+        self
     }
 
     /// The same layer, counting its executions in `executions` (shared with other layers).
@@ -63,6 +96,7 @@ impl<S, DB: Backend> Layer<S> for AtomicIdempotencyLayer<DB> {
             store: self.store.clone(),
             config: self.config.clone(),
             executions: self.executions.clone(),
+            plan: self.plan,
         }
     }
 }

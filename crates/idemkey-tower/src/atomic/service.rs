@@ -18,6 +18,7 @@ use tracing::{Instrument, field};
 
 use super::TxSlot;
 use super::handler::{HttpOutput, ServiceHandler};
+use super::layer::Plan;
 use crate::flow::store_error;
 use crate::observe::{outcome, store_latency};
 use crate::policy::judge;
@@ -31,6 +32,7 @@ pub struct AtomicIdempotency<S, DB: Backend> {
     pub(crate) store: SqlxStore<DB>,
     pub(crate) config: Arc<Config>,
     pub(crate) executions: Executions,
+    pub(crate) plan: Plan,
 }
 
 impl<S: Clone, DB: Backend> Clone for AtomicIdempotency<S, DB> {
@@ -40,6 +42,7 @@ impl<S: Clone, DB: Backend> Clone for AtomicIdempotency<S, DB> {
             store: self.store.clone(),
             config: self.config.clone(),
             executions: self.executions.clone(),
+            plan: self.plan,
         }
     }
 }
@@ -69,6 +72,7 @@ where
         let inner = mem::replace(&mut self.inner, clone);
         let (store, config) = (self.store.clone(), self.config.clone());
         let executions = self.executions.clone();
+        let plan = self.plan;
         Box::pin(async move {
             match prepare(request, &config).await {
                 Preparation::Rejected(rejection) => {
@@ -83,7 +87,7 @@ where
                     unrecorded(inner, (store, config, executions), request).await
                 }
                 Preparation::Ready(prepared) => {
-                    Ok(recorded(inner, (store, config, executions), *prepared).await)
+                    Ok(recorded(inner, (store, config, executions), plan, *prepared).await)
                 }
             }
         })
@@ -108,10 +112,12 @@ fn handler<S, DB: Backend>(
     (handler, prepared.claim)
 }
 
-fn options(config: &Config) -> AtomicOptions {
+fn options(config: &Config, plan: Plan) -> AtomicOptions {
     AtomicOptions {
         // The policy is applied by the handler's output (its verdict), not by this option.
         on_expired: config.expired_lease,
+        strategy: plan.strategy,
+        lookup: plan.lookup,
         ..AtomicOptions::default()
     }
 }
@@ -121,6 +127,7 @@ fn options(config: &Config) -> AtomicOptions {
 async fn recorded<S, DB, ResBody>(
     inner: S,
     (store, config, executions): (SqlxStore<DB>, Arc<Config>, Executions),
+    plan: Plan,
     prepared: Prepared,
 ) -> Response<Body>
 where
@@ -145,7 +152,9 @@ where
                 .collect();
             let (mut handler, claim) = handler(inner, prepared, &config);
             let started = Instant::now();
-            let result = store.execute(&claim, &options(&config), &mut handler).await;
+            let result = store
+                .execute(&claim, &options(&config, plan), &mut handler)
+                .await;
             store_latency(
                 "atomic",
                 started.elapsed().saturating_sub(handler.handler_time),

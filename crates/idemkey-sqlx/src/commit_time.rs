@@ -1,0 +1,205 @@
+//! Atomic mode's commit-time claim (behaviour §8): the handler runs first, and the record,
+//! already completed, is inserted as the transaction's last statement. The unique scope is
+//! the arbiter: a concurrent duplicate runs speculatively, its insert waits for the first
+//! transaction, and it rolls back and replays the winner (or commits, if the first rolled
+//! back). One statement for the record instead of a claim and a completion.
+
+use std::time::Instant;
+
+use idemkey_core::{Answer, ClaimRequest, Error, RecordId, StoredResponse, decide};
+use sqlx::Transaction;
+
+use crate::execute::{exhausted, retryable, rollback};
+use crate::failpoints::Point;
+use crate::local::{LocalTurn, Turn};
+use crate::{AtomicError, AtomicHandler, AtomicOptions, AtomicResponse, Backend, Outcome};
+use crate::{SqlxStore, row};
+
+/// How one speculative transaction ended.
+enum Step<R> {
+    /// The request is answered.
+    Done(Outcome<R>),
+    /// A serialization failure or deadlock: run it again.
+    Again,
+    /// A live record holds the scope: claim-first's path decides (replay, mismatch, in
+    /// flight, or a claim of a released record).
+    Held,
+}
+
+type Attempt<R, E> = Result<Step<R>, AtomicError<E>>;
+
+/// How the record's insert and the commit ended.
+enum Committed {
+    Yes,
+    Again,
+    Held,
+    /// The insert failed, and a record committed by another request answers.
+    Answered(Answer),
+}
+
+impl<DB: Backend> SqlxStore<DB> {
+    /// [`SqlxStore::execute`] with [`crate::Strategy::CommitTime`].
+    pub(crate) async fn execute_commit_time<H: AtomicHandler<DB>>(
+        &self,
+        request: &ClaimRequest,
+        options: &AtomicOptions,
+        handler: &mut H,
+    ) -> Result<Outcome<H::Response>, AtomicError<H::Error>> {
+        let attempts = options.max_attempts.max(1);
+        for _ in 0..attempts {
+            let mut conn = None;
+            if options.lookup {
+                let mut looked_up = self.conn().await?;
+                if let Some(record) = DB::lookup(&mut looked_up, &request.scope).await?
+                    && let Ok(answer) = decide(request, &record, options.on_expired).into_answer()
+                {
+                    return Ok(answer.into());
+                }
+                conn = DB::CLAIM_ON_LOOKUP_CONNECTION.then_some(looked_up);
+            }
+            self.hit(Point::AfterLookup).await?;
+            let turn = match self.local.as_ref().map(|local| local.take(request)) {
+                // A duplicate in this process is already running: wait for its answer
+                // rather than run speculatively only to roll back; claim if it has none.
+                Some(Turn::Follow(leader)) => {
+                    drop(conn);
+                    let begun = self
+                        .after_leader(request, options.on_expired, leader, None)
+                        .await?;
+                    return self
+                        .execute_claim_first(request, options, handler, Some(begun))
+                        .await;
+                }
+                Some(Turn::Lead(turn)) => Some(turn),
+                None => None,
+            };
+            let tx = DB::begin_write_on(self, conn).await?;
+            self.hit(Point::BeforeClaim).await?;
+            match self.speculate(request, options, handler, tx, turn).await? {
+                Step::Done(outcome) => return Ok(outcome),
+                Step::Again => {}
+                // The turn is dropped by now, so this process's duplicates look again too.
+                Step::Held => {
+                    return self
+                        .execute_claim_first(request, options, handler, None)
+                        .await;
+                }
+            }
+        }
+        Err(exhausted(attempts).into())
+    }
+
+    /// Runs the handler in `tx`, then inserts the completed record and commits.
+    async fn speculate<H: AtomicHandler<DB>>(
+        &self,
+        request: &ClaimRequest,
+        options: &AtomicOptions,
+        handler: &mut H,
+        tx: Transaction<'static, DB>,
+        turn: Option<Box<LocalTurn>>,
+    ) -> Attempt<H::Response, H::Error> {
+        let (tx, result) = handler.call(tx).await;
+        let response = match result {
+            Ok(response) => response,
+            Err(error) => {
+                rollback(tx).await;
+                if retryable::<DB>(&error) {
+                    return Ok(Step::Again);
+                }
+                return match self.answer_after_failure(request, options).await {
+                    Some(answer) => Ok(Step::Done(answer.into())),
+                    None => Err(AtomicError::Handler(error)),
+                };
+            }
+        };
+        if response.retryable() {
+            rollback(tx).await;
+            return Ok(Step::Again);
+        }
+        if !response.stored(options.policy) {
+            rollback(tx).await;
+            let answer = self.answer_after_failure(request, options).await;
+            return Ok(Step::Done(
+                answer.map_or(Outcome::NotStored(response), Outcome::from),
+            ));
+        }
+        let tx = tx.ok_or_else(|| Error::Backend("the handler lost the transaction".into()))?;
+        let stored = response.to_stored();
+        Ok(
+            match self
+                .commit_record(request, options, tx, &stored, turn)
+                .await?
+            {
+                Committed::Yes => Step::Done(Outcome::Executed(response)),
+                Committed::Again => Step::Again,
+                Committed::Held => Step::Held,
+                Committed::Answered(answer) => Step::Done(answer.into()),
+            },
+        )
+    }
+
+    /// Inserts the record completed with `stored` and commits; tells this process's
+    /// duplicates once the commit is acknowledged.
+    async fn commit_record(
+        &self,
+        request: &ClaimRequest,
+        options: &AtomicOptions,
+        mut tx: Transaction<'static, DB>,
+        stored: &StoredResponse,
+        turn: Option<Box<LocalTurn>>,
+    ) -> Result<Committed, Error> {
+        let record_id = RecordId::new();
+        self.hit(Point::BeforeComplete).await?;
+        match DB::insert_completed(&mut tx, request, record_id, stored).await {
+            Ok(true) => {}
+            Ok(false) => {
+                rollback(Some(tx)).await;
+                return Ok(Committed::Held);
+            }
+            Err(error) => {
+                rollback(Some(tx)).await;
+                if retryable::<DB>(&error) {
+                    return Ok(Committed::Again);
+                }
+                return match self.answer_after_failure(request, options).await {
+                    Some(answer) => Ok(Committed::Answered(answer)),
+                    None => Err(error),
+                };
+            }
+        }
+        self.hit(Point::BeforeCommit).await?;
+        match tx.commit().await.map_err(DB::commit_error) {
+            Ok(()) => {}
+            Err(error) if retryable::<DB>(&error) => return Ok(Committed::Again),
+            Err(error) => return Err(error),
+        }
+        if let Some(turn) = turn {
+            let claim = row::claim(request, record_id, 1, Instant::now(), None);
+            turn.settle(&claim, stored);
+        }
+        Ok(Committed::Yes)
+    }
+
+    /// After a keyed transaction failed or rolled back: the answer a record committed by
+    /// another request gives (a replay, a mismatch, in flight), if there is one. An error in
+    /// the loser's own statements caused by the winner's writes (a unique violation) is so
+    /// answered with the winner's response, never a 5xx. A failed lookup answers nothing:
+    /// the request's own result stands.
+    async fn answer_after_failure(
+        &self,
+        request: &ClaimRequest,
+        options: &AtomicOptions,
+    ) -> Option<Answer> {
+        let looked_up = async { DB::lookup(&mut *self.conn().await?, &request.scope).await };
+        match looked_up.await {
+            Ok(Some(record)) => decide(request, &record, options.on_expired)
+                .into_answer()
+                .ok(),
+            Ok(None) => None,
+            Err(error) => {
+                tracing::warn!(%error, "lookup after a rolled-back keyed transaction failed");
+                None
+            }
+        }
+    }
+}
