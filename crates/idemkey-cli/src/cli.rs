@@ -87,6 +87,11 @@ pub(crate) struct ServeArgs {
     /// its replay.
     #[arg(long, env = "IDEMKEY_NO_LOOKUP", hide_short_help = true)]
     pub(crate) no_lookup: bool,
+    /// Keep completed records in memory for this long (e.g. `1s`), so replays of a hot key
+    /// skip the database (at most 64 MiB). Off by default: a `forget` by another process,
+    /// and a record's expiry, reach this instance only after this long.
+    #[arg(long, env = "IDEMKEY_REPLAY_CACHE", value_name = "TTL", value_parser = parse_cache_ttl)]
+    pub(crate) replay_cache: Option<Duration>,
     /// Run requests without an Idempotency-Key too, unrecorded.
     #[arg(long, env = "IDEMKEY_OPTIONAL_KEY")]
     pub(crate) optional_key: bool,
@@ -133,6 +138,14 @@ fn parse_token(value: &str) -> Result<(String, String), String> {
             Ok((actor.trim().to_owned(), secret.trim().to_owned()))
         }
         _ => Err(format!("expected ACTOR=SECRET, got {value:?}")),
+    }
+}
+
+fn parse_cache_ttl(value: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(value) {
+        Ok(ttl) if !ttl.is_zero() && ttl <= Duration::from_secs(3600) => Ok(ttl),
+        Ok(_) => Err("the replay cache's time to live must be between 1ms and 1h".to_owned()),
+        Err(error) => Err(format!("{error} (examples: 1s, 500ms)")),
     }
 }
 

@@ -70,11 +70,18 @@ fn config(args: &ServeArgs) -> anyhow::Result<NotesConfig> {
     })
 }
 
+/// The memory the replay cache may take, when enabled.
+const REPLAY_CACHE_BYTES: u64 = 64 * 1024 * 1024;
+
 async fn serve<DB: NotesDb>(
     store: SqlxStore<DB>,
     config: NotesConfig,
     args: &ServeArgs,
 ) -> anyhow::Result<()> {
+    let store = match args.replay_cache {
+        Some(ttl) => store.with_replay_cache(ttl, REPLAY_CACHE_BYTES),
+        None => store,
+    };
     DB::migrate_notes(store.pool())
         .await
         .context("cannot create the notes table")?;

@@ -114,8 +114,13 @@ impl<DB: Backend> SqlxStore<DB> {
         on_expired: ExpiredLease,
         deadline: Option<Instant>,
     ) -> Result<AtomicBegin<DB>> {
+        if let Some(record) = self.cached(&request.scope)
+            && let Ok(answer) = decide(request, &record, on_expired).into_answer()
+        {
+            return Ok(answer.into());
+        }
         let mut conn = self.conn().await?;
-        if let Some(record) = DB::lookup(&mut conn, &request.scope).await?
+        if let Some(record) = self.lookup_on(&mut conn, &request.scope).await?
             && let Ok(answer) = decide(request, &record, on_expired).into_answer()
         {
             return Ok(answer.into());

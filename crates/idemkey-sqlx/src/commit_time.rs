@@ -6,7 +6,9 @@
 
 use std::time::Instant;
 
-use idemkey_core::{Answer, ClaimRequest, Error, RecordId, StoredResponse, decide};
+use idemkey_core::{
+    Answer, ClaimRequest, Error, Record, RecordId, RecordState, StoredResponse, decide,
+};
 use sqlx::Transaction;
 
 use crate::execute::{exhausted, retryable, rollback};
@@ -48,9 +50,14 @@ impl<DB: Backend> SqlxStore<DB> {
         let attempts = options.max_attempts.max(1);
         for _ in 0..attempts {
             let mut conn = None;
+            if let Some(record) = self.cached(&request.scope)
+                && let Ok(answer) = decide(request, &record, options.on_expired).into_answer()
+            {
+                return Ok(answer.into());
+            }
             if options.lookup {
                 let mut looked_up = self.conn().await?;
-                if let Some(record) = DB::lookup(&mut looked_up, &request.scope).await?
+                if let Some(record) = self.lookup_on(&mut looked_up, &request.scope).await?
                     && let Ok(answer) = decide(request, &record, options.on_expired).into_answer()
                 {
                     return Ok(answer.into());
@@ -177,6 +184,7 @@ impl<DB: Backend> SqlxStore<DB> {
             let claim = row::claim(request, record_id, 1, Instant::now(), None);
             turn.settle(&claim, stored);
         }
+        self.remember(&request.scope, &completed(request, record_id, 1, stored));
         Ok(Committed::Yes)
     }
 
@@ -201,5 +209,23 @@ impl<DB: Backend> SqlxStore<DB> {
                 None
             }
         }
+    }
+}
+
+/// The record `request` committed with `stored` under a fresh claim (commit-time's insert,
+/// or claim-first's new record), as a lookup would read it.
+pub(crate) fn completed(
+    request: &ClaimRequest,
+    record_id: RecordId,
+    token: i64,
+    stored: &StoredResponse,
+) -> Record {
+    Record {
+        record_id,
+        version: request.operation.version().to_owned(),
+        fingerprint: request.fingerprint,
+        token,
+        state: RecordState::Completed(stored.clone()),
+        request_id: request.request_id.clone(),
     }
 }

@@ -9,6 +9,7 @@ use futures_util::future::BoxFuture;
 use idemkey_core::{ClaimRequest, Error, ExpiredLease, StatusPolicy, StoredResponse};
 use sqlx::Transaction;
 
+use crate::commit_time::completed;
 use crate::{AtomicBegin, AtomicClaim, Backend, SqlxStore};
 
 impl std::str::FromStr for Strategy {
@@ -269,11 +270,20 @@ impl<DB: Backend> SqlxStore<DB> {
             }
             let tx = tx.ok_or_else(|| Error::Backend("the handler lost the transaction".into()))?;
             let stored = response.to_stored();
+            // A record claimed afresh holds this request's version and fingerprint; one taken
+            // over keeps the old record's, which only a lookup reads.
+            let fresh = claim.fresh.then_some((claim.record_id, claim.token));
             match self
                 .complete_atomic(AtomicClaim::join(tx, claim, turn), &stored)
                 .await
             {
-                Ok(()) => return Ok(Outcome::Executed(response)),
+                Ok(()) => {
+                    if let Some((record_id, token)) = fresh {
+                        let record = completed(request, record_id, token, &stored);
+                        self.remember(&request.scope, &record);
+                    }
+                    return Ok(Outcome::Executed(response));
+                }
                 Err(error) if !last && retryable::<DB>(&error) => continue,
                 Err(error) if retryable::<DB>(&error) => return Err(exhausted(attempts).into()),
                 Err(error) => return Err(error.into()),

@@ -50,6 +50,7 @@
 
 mod atomic;
 mod backend;
+mod cache;
 mod commit_time;
 mod error;
 mod execute;

@@ -1,6 +1,7 @@
 //! [`SqlxStore`]: the lease-mode [`Store`] over any [`Backend`].
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use idemkey_core::{
     Claim, ClaimRequest, DerivedKeys, Error, Record, Result, Scope, Store, StoredResponse, TryClaim,
@@ -10,6 +11,7 @@ use sqlx::{Pool, Transaction};
 use tokio::sync::OnceCell;
 
 use crate::Backend;
+use crate::cache::ReplayCache;
 use crate::error::store_error;
 use crate::failpoints::Point;
 use crate::local::LocalClaims;
@@ -35,6 +37,9 @@ pub struct SqlxStore<DB: Backend> {
     pub(crate) local: Option<Arc<LocalClaims>>,
     /// The derived-key secret once read from the database, shared by clones.
     secret: Arc<OnceCell<Arc<[u8]>>>,
+    /// Completed records kept in the process, if enabled (see
+    /// [`SqlxStore::with_replay_cache`]); shared by clones.
+    pub(crate) cache: Option<Arc<ReplayCache>>,
     #[cfg(feature = "failpoints")]
     pub(crate) failpoints: crate::failpoints::Failpoints,
 }
@@ -47,6 +52,7 @@ impl<DB: Backend> Clone for SqlxStore<DB> {
             settings: self.settings.clone(),
             local: self.local.clone(),
             secret: self.secret.clone(),
+            cache: self.cache.clone(),
             #[cfg(feature = "failpoints")]
             failpoints: self.failpoints.clone(),
         }
@@ -62,9 +68,52 @@ impl<DB: Backend> SqlxStore<DB> {
             pool,
             local: Some(Arc::default()),
             secret: Arc::default(),
+            cache: None,
             #[cfg(feature = "failpoints")]
             failpoints: Default::default(),
         }
+    }
+
+    /// The same store with an in-process cache of completed records, so that replays of a
+    /// hot key skip the database (behaviour §7). Off by default.
+    ///
+    /// A completed record does not change until it is forgotten or expires. `forget` through
+    /// this store (or a clone) takes effect at once; a `forget` by another process or
+    /// instance, and the record's expiry, reach this cache within `ttl`: until then a retry
+    /// may still be replayed (or, with another body, refused) from the copy. Nothing else is
+    /// cached: claims, takeovers and every execution are decided by the database. `max_bytes`
+    /// bounds the memory the copies take (stored responses, keys and bookkeeping).
+    #[must_use]
+    pub fn with_replay_cache(mut self, ttl: Duration, max_bytes: u64) -> Self {
+        self.cache = Some(Arc::new(ReplayCache::new(ttl, max_bytes)));
+        self
+    }
+
+    /// The scope's completed record from the replay cache, if enabled and fresh.
+    pub(crate) fn cached(&self, scope: &Scope) -> Option<Arc<Record>> {
+        self.cache.as_ref()?.get(scope)
+    }
+
+    /// Keeps a record just read or committed in the replay cache, if enabled (only completed
+    /// records are kept).
+    pub(crate) fn remember(&self, scope: &Scope, record: &Record) {
+        if let Some(cache) = &self.cache {
+            cache.remember(scope, record);
+        }
+    }
+
+    /// The scope's record from the database on `conn`, kept in the replay cache if
+    /// completed. Call [`Self::cached`] first: this always asks the database.
+    pub(crate) async fn lookup_on(
+        &self,
+        conn: &mut DB::Connection,
+        scope: &Scope,
+    ) -> Result<Option<Record>> {
+        let record = DB::lookup(conn, scope).await?;
+        if let Some(record) = &record {
+            self.remember(scope, record);
+        }
+        Ok(record)
     }
 
     /// The same store, coalescing atomic-mode duplicates in this process or not (on by
@@ -135,7 +184,10 @@ impl<DB: Backend> SqlxStore<DB> {
 
 impl<DB: Backend> Store for SqlxStore<DB> {
     async fn lookup(&self, scope: &Scope) -> Result<Option<Record>> {
-        DB::lookup(&mut *self.conn().await?, scope).await
+        if let Some(record) = self.cached(scope) {
+            return Ok(Some(Record::clone(&record)));
+        }
+        self.lookup_on(&mut *self.conn().await?, scope).await
     }
 
     async fn try_claim(&self, request: &ClaimRequest) -> Result<TryClaim> {
@@ -184,7 +236,11 @@ impl<DB: Backend> Store for SqlxStore<DB> {
     }
 
     async fn forget(&self, scope: &Scope) -> Result<bool> {
-        DB::forget(&mut *self.write_conn().await?, scope).await
+        let forgotten = DB::forget(&mut *self.write_conn().await?, scope).await;
+        if let Some(cache) = &self.cache {
+            cache.forget(scope);
+        }
+        forgotten
     }
 
     async fn sweep(&self, batch: u32) -> Result<u64> {

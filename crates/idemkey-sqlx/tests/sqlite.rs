@@ -290,3 +290,112 @@ async fn the_secret_is_kept_in_the_database() {
         "each database has its own"
     );
 }
+
+/// The replay cache (`with_replay_cache`): replays without the database, exact after a
+/// `forget` through the store, bounded after one by another process, never a claim.
+mod replay_cache {
+    use std::time::Duration;
+
+    use idemkey_core::{RecordState, Store, TryClaim};
+    use idemkey_sqlx::Outcome;
+
+    use super::*;
+    use common::seed::{create_note, request};
+
+    const MIB: u64 = 1024 * 1024;
+
+    #[tokio::test]
+    async fn a_cached_replay_needs_no_database() {
+        let path = fresh_path();
+        let store = open(&path)
+            .await
+            .with_replay_cache(Duration::from_secs(60), MIB);
+        let req = request("actor-cache", "key-a", "cached");
+        let first = create_note::<SqliteFixture>(&store, &req, "cached", 201)
+            .await
+            .unwrap();
+        let Outcome::Executed(first) = first else {
+            panic!("{first:?}")
+        };
+        // Every connection closed: only the cache can answer now.
+        store.close().await;
+        let retry = create_note::<SqliteFixture>(&store, &req, "cached", 201)
+            .await
+            .unwrap();
+        assert!(
+            matches!(retry, Outcome::Replayed(ref r) if *r == first),
+            "{retry:?}"
+        );
+        let changed = request("actor-cache", "key-a", "changed");
+        let other = create_note::<SqliteFixture>(&store, &changed, "changed", 201)
+            .await
+            .unwrap();
+        assert!(matches!(other, Outcome::Mismatch), "{other:?}");
+        let record = store.lookup(&req.scope).await.unwrap().unwrap();
+        assert!(matches!(record.state, RecordState::Completed(_)));
+    }
+
+    #[tokio::test]
+    async fn forget_through_the_store_takes_effect_at_once() {
+        let store = open(&fresh_path())
+            .await
+            .with_replay_cache(Duration::from_secs(60), MIB);
+        let req = request("actor-cache", "key-a", "again");
+        create_note::<SqliteFixture>(&store, &req, "again", 201)
+            .await
+            .unwrap();
+        let replay = create_note::<SqliteFixture>(&store, &req, "again", 201)
+            .await
+            .unwrap();
+        assert!(matches!(replay, Outcome::Replayed(_)));
+        assert!(store.clone().forget(&req.scope).await.unwrap());
+        let again = create_note::<SqliteFixture>(&store, &req, "again", 201)
+            .await
+            .unwrap();
+        assert!(matches!(again, Outcome::Executed(_)), "{again:?}");
+        assert_eq!(SqliteFixture::count_notes(&store).await, 2);
+    }
+
+    #[tokio::test]
+    async fn a_forget_elsewhere_reaches_the_cache_within_its_time_to_live() {
+        let path = fresh_path();
+        let ttl = Duration::from_millis(200);
+        let cached = open(&path).await.with_replay_cache(ttl, MIB);
+        let elsewhere = open(&path).await;
+        let req = request("actor-cache", "key-a", "elsewhere");
+        create_note::<SqliteFixture>(&cached, &req, "elsewhere", 201)
+            .await
+            .unwrap();
+        assert!(elsewhere.forget(&req.scope).await.unwrap());
+        // Within the time to live the copy still answers: the documented staleness.
+        let stale = create_note::<SqliteFixture>(&cached, &req, "elsewhere", 201)
+            .await
+            .unwrap();
+        assert!(matches!(stale, Outcome::Replayed(_)), "{stale:?}");
+        tokio::time::sleep(ttl * 2).await;
+        let fresh = create_note::<SqliteFixture>(&cached, &req, "elsewhere", 201)
+            .await
+            .unwrap();
+        assert!(matches!(fresh, Outcome::Executed(_)), "{fresh:?}");
+    }
+
+    #[tokio::test]
+    async fn only_completed_records_are_cached() {
+        let store = open(&fresh_path())
+            .await
+            .with_replay_cache(Duration::from_secs(60), MIB);
+        let req = request("actor-cache", "key-a", "lease");
+        let TryClaim::Claimed(claim) = store.try_claim(&req).await.unwrap() else {
+            panic!("a fresh scope is claimed");
+        };
+        let in_flight = store.lookup(&req.scope).await.unwrap().unwrap();
+        assert!(matches!(in_flight.state, RecordState::InFlight { .. }));
+        store.release(&claim).await.unwrap();
+        let released = store.lookup(&req.scope).await.unwrap().unwrap();
+        assert_eq!(
+            released.state,
+            RecordState::Released,
+            "not the cached in-flight copy"
+        );
+    }
+}

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use idemkey_notes::Mode;
+use idemkey_sqlx::Strategy;
 
 use super::runner::Budget;
 
@@ -76,6 +77,16 @@ pub(crate) struct BenchArgs {
     /// The mode of the service the bench starts: atomic or lease.
     #[arg(long, default_value = "atomic")]
     pub(crate) mode: Mode,
+    /// Atomic mode's strategy in the service the bench starts: commit-time or claim-first.
+    #[arg(long, default_value = "commit-time")]
+    pub(crate) strategy: Strategy,
+    /// The service the bench starts skips atomic mode's lookup before the write transaction.
+    #[arg(long)]
+    pub(crate) no_lookup: bool,
+    /// The service the bench starts keeps completed records in memory this long
+    /// (`idemkey serve --replay-cache`), e.g. `1s`.
+    #[arg(long, value_name = "TTL")]
+    pub(crate) replay_cache: Option<String>,
     /// How long each side of each workload runs, e.g. `10s` (default 10s).
     #[arg(long, value_parser = parse_duration, conflicts_with = "requests")]
     pub(crate) duration: Option<Duration>,

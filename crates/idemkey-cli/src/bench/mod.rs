@@ -47,6 +47,8 @@ pub(crate) struct Ctx {
     /// Makes keys and titles unique to this run.
     prefix: String,
     mode: Mode,
+    /// The flags the started service gets beyond its mode.
+    serve_flags: Vec<String>,
     /// The database, for the workloads that use it directly.
     database_url: Option<String>,
 }
@@ -87,6 +89,7 @@ pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         concurrency: args.concurrency as usize,
         prefix: format!("bench-{run}"),
         mode: args.mode,
+        serve_flags: serve_flags(&args),
         database_url: fixture.as_ref().map(|f| f.url.clone()),
     };
     // On SIGINT or SIGTERM the measurement is dropped (which kills the server it started)
@@ -130,7 +133,7 @@ async fn measure(
     } else {
         let url = ctx.database_url.as_deref().context("no database")?;
         let token = format!("bench-{run}");
-        let started = Server::start(url, ctx.mode, &token).await?;
+        let started = Server::start(url, ctx.mode, &ctx.serve_flags, &token).await?;
         let target = Target::new(started.addr, &token)?;
         server = Some(started);
         Some(target)
@@ -216,6 +219,18 @@ async fn resolve(url: &str) -> anyhow::Result<SocketAddr> {
         .with_context(|| format!("no address for {authority}"))
 }
 
+/// Atomic mode's strategy and lookup, for the service the bench starts.
+fn serve_flags(args: &BenchArgs) -> Vec<String> {
+    let mut flags = vec!["--strategy".to_owned(), args.strategy.to_string()];
+    if args.no_lookup {
+        flags.push("--no-lookup".to_owned());
+    }
+    if let Some(ttl) = &args.replay_cache {
+        flags.extend(["--replay-cache".to_owned(), ttl.clone()]);
+    }
+    flags
+}
+
 fn setup(args: &BenchArgs, ctx: &Ctx, external: bool, run: &str) -> serde_json::Value {
     let redact = |url: &String| crate::database::redact(url);
     serde_json::json!({
@@ -223,6 +238,7 @@ fn setup(args: &BenchArgs, ctx: &Ctx, external: bool, run: &str) -> serde_json::
         "service": args.url.clone().unwrap_or_else(|| "started by the bench (idemkey serve --optional-key)".into()),
         "database": ctx.database_url.as_ref().map(redact),
         "mode": if external { "as configured".to_owned() } else { ctx.mode.to_string() },
+        "serve_flags": if external { Vec::new() } else { ctx.serve_flags.clone() },
         "concurrency": ctx.concurrency,
         "budget_per_side": match ctx.budget {
             Budget::Time(t) => format!("{}s", t.as_secs_f64()),

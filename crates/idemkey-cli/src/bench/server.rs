@@ -23,7 +23,12 @@ pub(crate) struct Server {
 impl Server {
     /// Starts `idemkey serve` on `database_url` in `mode`, with keys optional (so the same
     /// handler also runs unrecorded) and one actor, `bench`, whose secret is `token`.
-    pub(crate) async fn start(database_url: &str, mode: Mode, token: &str) -> anyhow::Result<Self> {
+    pub(crate) async fn start(
+        database_url: &str,
+        mode: Mode,
+        flags: &[String],
+        token: &str,
+    ) -> anyhow::Result<Self> {
         let exe = std::env::current_exe().context("cannot find this executable")?;
         let mut child = Command::new(exe)
             .args([
@@ -34,6 +39,7 @@ impl Server {
                 database_url,
             ])
             .args(["--mode", &mode.to_string(), "--optional-key"])
+            .args(flags)
             .args(["--token", &format!("bench={token}")])
             .env(
                 "RUST_LOG",

@@ -89,9 +89,7 @@ pub async fn create_note<F: Fixture>(
     status: u16,
 ) -> Result<StoredResponse> {
     let mut handler = CreateNote::<F>::new(&req.scope.actor, title, status);
-    store
-        .execute(req, &F::options(), &mut handler)
-        .await
+    store.execute(req, &F::options(), &mut handler).await
 }
 
 fn body(outcome: &Outcome<StoredResponse>) -> StoredResponse {
@@ -460,7 +458,10 @@ pub async fn a_duplicate_that_collides_with_the_first_replays_it<F: Fixture>() {
     let first = first.await.unwrap();
     let duplicate = duplicate.await.unwrap();
     assert!(matches!(first, Ok(Outcome::Executed(_))), "{first:?}");
-    assert!(matches!(duplicate, Ok(Outcome::Replayed(_))), "{duplicate:?}");
+    assert!(
+        matches!(duplicate, Ok(Outcome::Replayed(_))),
+        "{duplicate:?}"
+    );
     assert_eq!(body(&first.unwrap()), body(&duplicate.unwrap()));
     assert_eq!(F::count_notes(&store).await, 1);
 }
@@ -481,7 +482,10 @@ pub async fn a_retry_without_the_lookup_replays<F: Fixture>() {
     assert!(matches!(retry, Outcome::Replayed(_)), "{retry:?}");
     assert_eq!(body(&first), body(&retry));
     let changed = request(&req.scope.actor, "key-a", "changed");
-    let mismatch = store.execute(&changed, &options, &mut handler).await.unwrap();
+    let mismatch = store
+        .execute(&changed, &options, &mut handler)
+        .await
+        .unwrap();
     assert!(matches!(mismatch, Outcome::Mismatch), "{mismatch:?}");
     assert_eq!(F::count_notes(&store).await, 1);
 }

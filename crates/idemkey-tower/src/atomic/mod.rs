@@ -40,6 +40,7 @@ mod service;
 mod tx;
 
 pub use handler::DbError;
+pub use idemkey_sqlx::Strategy;
 pub use layer::AtomicIdempotencyLayer;
 pub use service::AtomicIdempotency;
 pub use tx::Tx;
