@@ -175,7 +175,7 @@ async fn run<DB: RawDb>(
         ctx.mode
     );
     let ratio = if backend == "PostgreSQL" && ctx.mode == Mode::Atomic {
-        Ratio::at_least(&name, a.throughput, b.throughput, 0.7)
+        Ratio::at_least(&name, a.throughput, b.throughput, 0.75)
     } else {
         Ratio::info(&name, a.throughput, b.throughput)
     };

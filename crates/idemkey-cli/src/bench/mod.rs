@@ -54,6 +54,27 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
+    /// Issue 13's target for keyed / key-less create: atomic mode 0.85 on SQLite and 0.70 on
+    /// PostgreSQL, lease mode 0.45; none for a service measured from outside (`--url`
+    /// without `--database-url`), whose database is unknown.
+    fn create_target(&self) -> Option<f64> {
+        let postgres = self.database_url.as_deref()?.starts_with("postgres");
+        Some(match (self.mode, postgres) {
+            (Mode::Lease, _) => 0.45,
+            (Mode::Atomic, true) => 0.70,
+            (Mode::Atomic, false) => 0.85,
+        })
+    }
+
+    /// Issue 13's target for replay / GET: 1.0, or 1.5 with the replay cache.
+    fn replay_target(&self) -> f64 {
+        if self.serve_flags.iter().any(|flag| flag == "--replay-cache") {
+            1.5
+        } else {
+            1.0
+        }
+    }
+
     /// A progress bar of `len` steps on stderr, hidden when stderr is not a terminal.
     fn bar(&self, name: &str, len: u32) -> ProgressBar {
         let target = if std::io::stderr().is_terminal() {

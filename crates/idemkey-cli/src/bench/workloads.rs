@@ -121,12 +121,11 @@ pub(crate) async fn create(ctx: &Ctx, workers: &mut Vec<Worker>) -> (WorkloadRep
         a[0].summary("create with a fresh key"),
         b[0].summary("create without a key"),
     );
-    let ratio = Ratio::at_least(
-        "create with key / without key (throughput)",
-        a.throughput,
-        b.throughput,
-        0.9,
-    );
+    let name = "create with key / without key (throughput)";
+    let ratio = match ctx.create_target() {
+        Some(target) => Ratio::at_least(name, a.throughput, b.throughput, target),
+        None => Ratio::info(name, a.throughput, b.throughput),
+    };
     (WorkloadReport::new("create", vec![a, b]), vec![ratio])
 }
 
@@ -159,7 +158,7 @@ pub(crate) async fn replay(
         "replay / GET of the note (throughput)",
         a.throughput,
         b.throughput,
-        1.1,
+        ctx.replay_target(),
     );
     Ok((WorkloadReport::new("replay", vec![a, b]), vec![ratio]))
 }

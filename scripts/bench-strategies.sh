@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The figures of BENCHMARKS.md's "Atomic mode's strategies" section, in one run: atomic mode
+# claim-first against commit-time (with and without the lookup), the replay cache, lease mode,
+# and the concurrency sweep, on SQLite and (with IDEMKEY_BENCH_PG_URL) PostgreSQL.
+#
+#   scripts/bench-strategies.sh [OUT_DIR]     # default: target/bench-strategies
+#
+# Needs a release build (cargo build --release -p idemkey-cli). Each run's JSON and table go
+# to OUT_DIR; the load average before and after goes to OUT_DIR/load.txt.
+set -euo pipefail
+
+BIN=${IDEMKEY_BIN:-target/release/idemkey}
+OUT=${1:-target/bench-strategies}
+PG=${IDEMKEY_BENCH_PG_URL:-}
+D=${IDEMKEY_BENCH_DURATION:-6s}
+mkdir -p "$OUT"
+uptime > "$OUT/load.txt"
+
+bench() {
+    local name=$1
+    shift
+    "$BIN" bench "$@" --json "$OUT/$name.json" > "$OUT/$name.txt" 2>/dev/null
+    grep -E "with key / without key|replay / GET|raw two-row|loser p99 / single" "$OUT/$name.txt" \
+        | sed "s/^/$name: /" || true
+}
+
+for db in sqlite ${PG:+postgres}; do
+    args=()
+    [ "$db" = postgres ] && args=(--database-url "$PG")
+    bench "$db-claim-first" create ceiling --strategy claim-first --duration "$D" "${args[@]}"
+    bench "$db-commit-time" create ceiling --strategy commit-time --duration "$D" "${args[@]}"
+    bench "$db-no-lookup" create ceiling --strategy commit-time --no-lookup --duration "$D" "${args[@]}"
+    bench "$db-replay" replay storm --duration "$D" "${args[@]}"
+    bench "$db-replay-cache" replay --replay-cache 1s --duration "$D" "${args[@]}"
+    bench "$db-lease" create replay storm --mode lease --duration "$D" "${args[@]}"
+    for c in 1 4 16 64; do
+        bench "$db-c$c" create --concurrency "$c" --duration 3s "${args[@]}"
+    done
+done
+uptime >> "$OUT/load.txt"
