@@ -399,3 +399,23 @@ mod replay_cache {
         );
     }
 }
+
+/// A database the store creates, and the `-wal` and `-shm` files SQLite makes beside it, are
+/// readable by their owner only: they hold stored responses and raw keys.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_new_database_and_its_journal_files_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let path = fresh_path();
+    let store = open(&path).await;
+    let req = common::seed::request("actor-private", "key-a", "private");
+    common::seed::create_note::<SqliteFixture>(&store, &req, "private", 201)
+        .await
+        .unwrap();
+    for suffix in ["", "-wal", "-shm"] {
+        let file = PathBuf::from(format!("{}{suffix}", path.display()));
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}: {mode:o}", file.display());
+    }
+}

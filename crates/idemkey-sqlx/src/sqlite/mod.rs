@@ -50,7 +50,13 @@ impl SqlxStore<Sqlite> {
     /// handed out: after a failed `COMMIT` (a full disk), SQLite has already rolled back, the
     /// driver's `ROLLBACK` fails, and the connection would otherwise refuse every later
     /// `BEGIN`. Give pools made elsewhere (for [`SqlxStore::from_pool`]) the same check.
+    ///
+    /// A database file that does not exist yet is created readable and writable by its owner
+    /// only (0600 on Unix, whatever the umask): it holds stored responses and raw keys, and
+    /// SQLite gives the `-wal` and `-shm` files the database file's permissions. An existing
+    /// file keeps its own.
     pub async fn connect_with(options: SqliteConnectOptions) -> Result<Self> {
+        create_private(options.get_filename())?;
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
             // A ping is a round trip to the connection's worker thread on every acquire, and
@@ -75,6 +81,32 @@ impl SqlxStore<Sqlite> {
             .await
             .map_err(|e| idemkey_core::Error::Backend(Box::new(e)))
     }
+}
+
+/// Creates the database file at `path`, owner-only, if it does not exist (behaviour §11).
+#[cfg(unix)]
+fn create_private(path: &std::path::Path) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+
+    if path.as_os_str().is_empty() || path == std::path::Path::new(":memory:") {
+        return Ok(());
+    }
+    let created = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path);
+    // Already there (kept as it is), or not creatable here: SQLite's own open follows and
+    // reports a real problem with its usual error.
+    if let Err(error) = created {
+        tracing::debug!(%error, path = %path.display(), "database file not created beforehand");
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn create_private(_path: &std::path::Path) -> Result<()> {
+    Ok(())
 }
 
 /// The pool of SQLite's write transactions: one connection on the same options, so the
