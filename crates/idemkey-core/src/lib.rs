@@ -66,7 +66,8 @@ pub use policy::{ExpiredLease, REJECTION_STATUSES, StatusPolicy, Verdict};
 pub use problem::{Problem, ProblemKind};
 pub use protocol::{Answer, Begin, Decision, begin, decide, previous_attempt_unknown, retry_after};
 pub use record::{
-    Claim, ClaimRequest, DEFAULT_LEASE, DEFAULT_RETENTION, Record, RecordId, RecordState,
+    Claim, ClaimRequest, DEFAULT_LEASE, DEFAULT_RETENTION, MAX_REQUEST_ID_LEN, Record, RecordId,
+    RecordState,
 };
 pub use response::{DecodeError, StoredResponse};
 pub use scope::{Operation, Scope};

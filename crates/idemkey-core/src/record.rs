@@ -98,6 +98,11 @@ pub struct ClaimRequest {
     pub request_id: Option<String>,
 }
 
+/// The longest request id a record keeps, in bytes (behaviour §11): a client's
+/// `X-Request-Id` is otherwise bounded only by the server's header limit, and the record
+/// keeps it for the whole retention. Longer ids are cut.
+pub const MAX_REQUEST_ID_LEN: usize = 128;
+
 impl ClaimRequest {
     /// A request with the default lease and retention.
     pub fn new(
@@ -130,10 +135,17 @@ impl ClaimRequest {
         self
     }
 
-    /// Sets the request id kept in the record.
+    /// Sets the request id kept in the record, cut to [`MAX_REQUEST_ID_LEN`] bytes (at a
+    /// character boundary): it comes from the client and is kept for the whole retention.
     #[must_use]
     pub fn request_id(mut self, request_id: impl Into<String>) -> Self {
-        self.request_id = Some(request_id.into());
+        let mut request_id = request_id.into();
+        let mut end = request_id.len().min(MAX_REQUEST_ID_LEN);
+        while !request_id.is_char_boundary(end) {
+            end -= 1;
+        }
+        request_id.truncate(end);
+        self.request_id = Some(request_id);
         self
     }
 
@@ -183,5 +195,25 @@ mod tests {
         assert_eq!(RecordId::from_slice(id.as_bytes()), Some(id));
         assert_ne!(RecordId::new(), id);
         assert_eq!(RecordId::from_slice(&[0; 3]), None);
+    }
+
+    #[test]
+    fn a_request_id_is_cut_at_a_character_boundary() {
+        let request = ClaimRequest::new(
+            "a",
+            Operation::new("op", "v1"),
+            crate::Key::parse(b"k").unwrap(),
+            Fingerprint::builder("POST", "/").body(b""),
+        );
+        let short = request.clone().request_id("abc");
+        assert_eq!(short.request_id.as_deref(), Some("abc"));
+        // 127 ASCII bytes, then a two-byte character across the bound: cut before it.
+        let id = format!(
+            "{}é{}",
+            "x".repeat(MAX_REQUEST_ID_LEN - 1),
+            "y".repeat(1000)
+        );
+        let cut = request.request_id(id).request_id.unwrap();
+        assert_eq!(cut, "x".repeat(MAX_REQUEST_ID_LEN - 1));
     }
 }

@@ -83,11 +83,14 @@ where
     let mut claim = ClaimRequest::new(actor, operation, key, fingerprint)
         .lease(config.lease)
         .retention(config.retention);
-    claim.request_id = parts
+    if let Some(id) = parts
         .headers
         .get(&config.request_id_header)
         .and_then(|value| value.to_str().ok())
-        .map(str::to_owned);
+    {
+        // Bounded: the record keeps it for the whole retention.
+        claim = claim.request_id(id);
+    }
     Preparation::Ready(Box::new(Prepared { parts, body, claim }))
 }
 
@@ -197,6 +200,20 @@ mod tests {
             .unwrap();
         request.extensions_mut().insert(Actor::new("a"));
         request
+    }
+
+    #[tokio::test]
+    async fn a_long_request_id_is_cut_before_it_is_stored() {
+        let mut long = request("k");
+        let id = "r".repeat(400_000);
+        long.headers_mut()
+            .insert("x-request-id", id.parse().unwrap());
+        let Preparation::Ready(prepared) = prepare(long, &Config::default()).await else {
+            panic!("should be ready")
+        };
+        let kept = prepared.claim.request_id.unwrap();
+        assert_eq!(kept.len(), idemkey_core::MAX_REQUEST_ID_LEN);
+        assert!(id.starts_with(&kept));
     }
 
     #[tokio::test]
