@@ -103,6 +103,19 @@ pub(crate) struct ServeArgs {
     /// the database, so the same for every instance and restart.
     #[arg(long, env = "IDEMKEY_SECRET", hide_env_values = true, value_parser = parse_secret)]
     pub(crate) secret: Option<String>,
+    /// How long a client may take to send a request's headers, also the longest a
+    /// keep-alive connection stays idle, e.g. `10s`.
+    #[arg(long, env = "IDEMKEY_HEADER_TIMEOUT", default_value = "10s", value_parser = parse_timeout,
+        hide_short_help = true)]
+    pub(crate) header_timeout: Duration,
+    /// How long a request body may go without sending a byte, e.g. `10s`.
+    #[arg(long, env = "IDEMKEY_BODY_TIMEOUT", default_value = "10s", value_parser = parse_timeout,
+        hide_short_help = true)]
+    pub(crate) body_timeout: Duration,
+    /// Connections open at once; more wait to be accepted.
+    #[arg(long, env = "IDEMKEY_MAX_CONNECTIONS", default_value_t = 1024,
+        value_parser = clap::value_parser!(u32).range(1..=1_000_000), hide_short_help = true)]
+    pub(crate) max_connections: u32,
     /// Advanced (lease mode): how long a claim holds its key, renewed while the handler runs;
     /// a claim whose process died blocks retries (409) this long, e.g. `30s`, `1500ms`.
     #[arg(long, env = "IDEMKEY_LEASE", default_value = "30s", value_parser = parse_lease,
@@ -138,6 +151,25 @@ fn parse_token(value: &str) -> Result<(String, String), String> {
             Ok((actor.trim().to_owned(), secret.trim().to_owned()))
         }
         _ => Err(format!("expected ACTOR=SECRET, got {value:?}")),
+    }
+}
+
+impl ServeArgs {
+    /// The bounds on clients' connections.
+    pub(crate) fn limits(&self) -> crate::listen::Limits {
+        crate::listen::Limits {
+            header_read_timeout: self.header_timeout,
+            body_timeout: self.body_timeout,
+            max_connections: usize::try_from(self.max_connections).unwrap_or(usize::MAX),
+        }
+    }
+}
+
+fn parse_timeout(value: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(value) {
+        Ok(timeout) if timeout >= Duration::from_millis(100) => Ok(timeout),
+        Ok(_) => Err("a timeout must be at least 100ms".to_owned()),
+        Err(error) => Err(format!("{error} (examples: 10s, 1500ms)")),
     }
 }
 

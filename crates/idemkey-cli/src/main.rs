@@ -5,6 +5,7 @@
 mod bench;
 mod cli;
 mod database;
+mod listen;
 mod maintenance;
 mod serve;
 

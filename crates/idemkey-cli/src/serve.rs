@@ -94,9 +94,7 @@ async fn serve<DB: NotesDb>(
     let sweeper = Sweeper::spawn(store.clone(), every);
     let executions = config.executions.clone();
     let app = router(store.clone(), config);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown())
-        .await?;
+    crate::listen::serve(listener, app, args.limits(), shutdown()).await;
     // Handlers whose clients left still run in their own tasks: let them store or commit.
     executions.wait().await;
     sweeper.stop().await;

@@ -1,0 +1,86 @@
+//! The HTTP/1.1 server of `idemkey serve`, with the bounds that keep slow or hostile clients
+//! from exhausting it (behaviour §11): a header read timeout, a body inactivity timeout and a
+//! cap on open connections. `axum::serve` has none of them: a client that sent half its
+//! headers kept its connection, and a file descriptor, for as long as it liked.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tower_http::timeout::RequestBodyTimeoutLayer;
+
+/// How long an accept error (out of file descriptors) pauses accepting.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
+/// The bounds on clients' connections.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    /// How long a client may take to send a request's headers; hyper starts the clock when
+    /// the connection waits for a request, so it also closes idle keep-alive connections.
+    pub(crate) header_read_timeout: Duration,
+    /// How long a request body may go without sending anything.
+    pub(crate) body_timeout: Duration,
+    /// Connections open at once; the next waits in the kernel's accept queue.
+    pub(crate) max_connections: usize,
+}
+
+/// Serves `app` on `listener` within `limits` until `shutdown` completes, then lets the open
+/// connections finish the requests they are serving.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    app: Router,
+    limits: Limits,
+    shutdown: impl Future<Output = ()>,
+) {
+    let app = app.layer(RequestBodyTimeoutLayer::new(limits.body_timeout));
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let graceful = GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            accepted = accept(&listener, &slots) => accepted,
+            () = &mut shutdown => break,
+        };
+        let Some((stream, slot)) = accepted else {
+            break;
+        };
+        let mut builder = http1::Builder::new();
+        builder
+            .timer(TokioTimer::new())
+            .header_read_timeout(limits.header_read_timeout);
+        let service = TowerToHyperService::new(app.clone());
+        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "connection ended with an error");
+            }
+            drop(slot);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+}
+
+/// The next connection, once a slot is free; `None` if the slots are gone (never, here).
+async fn accept(
+    listener: &TcpListener,
+    slots: &Arc<Semaphore>,
+) -> Option<(TcpStream, OwnedSemaphorePermit)> {
+    let slot = slots.clone().acquire_owned().await.ok()?;
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => return Some((stream, slot)),
+            Err(error) => {
+                tracing::warn!(%error, "accept failed");
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+            }
+        }
+    }
+}
