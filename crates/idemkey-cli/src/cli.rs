@@ -55,6 +55,7 @@ pub(crate) struct DatabaseArgs {
     #[arg(
         long,
         env = "IDEMKEY_DATABASE_URL",
+        hide_env_values = true,
         default_value = "sqlite://idemkey.db"
     )]
     pub(crate) database_url: String,
@@ -69,7 +70,8 @@ pub(crate) struct ServeArgs {
     pub(crate) database: DatabaseArgs,
     /// A bearer token, as ACTOR=SECRET; repeatable. Without any, a token for actor `demo`
     /// is made up and printed.
-    #[arg(long = "token", env = "IDEMKEY_TOKENS", value_delimiter = ',', value_parser = parse_token)]
+    #[arg(long = "token", env = "IDEMKEY_TOKENS", hide_env_values = true, value_delimiter = ',',
+        value_parser = parse_token)]
     pub(crate) tokens: Vec<(String, String)>,
     /// How long completed records are kept, e.g. `24h`, `90m`.
     #[arg(long, env = "IDEMKEY_RETENTION", default_value = "24h", value_parser = parse_retention)]
@@ -150,7 +152,8 @@ fn parse_token(value: &str) -> Result<(String, String), String> {
         Some((actor, secret)) if !actor.trim().is_empty() && !secret.trim().is_empty() => {
             Ok((actor.trim().to_owned(), secret.trim().to_owned()))
         }
-        _ => Err(format!("expected ACTOR=SECRET, got {value:?}")),
+        // The value is not echoed: it may be a secret with a typo.
+        _ => Err("expected ACTOR=SECRET, both non-empty".to_owned()),
     }
 }
 

@@ -42,16 +42,39 @@ pub(crate) async fn open(url: &str, create: bool) -> anyhow::Result<Database> {
     Ok(Database::Sqlite(store))
 }
 
-/// The URL without its password, for messages.
+/// Query parameters that carry a secret (libpq's `password` and `sslpassword`).
+const SECRET_PARAMETERS: [&str; 2] = ["password", "sslpassword"];
+
+/// The URL without its passwords, for messages: the one in the user info and any in the
+/// query string.
 pub(crate) fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (url, None),
+    };
+    let mut redacted = match (base.find("://"), base.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
-            let userinfo = &url[scheme + 3..at];
+            let userinfo = &base[scheme + 3..at];
             let user = userinfo.split(':').next().unwrap_or("");
-            format!("{}{user}:***{}", &url[..scheme + 3], &url[at..])
+            format!("{}{user}:***{}", &base[..scheme + 3], &base[at..])
         }
-        _ => url.to_owned(),
+        _ => base.to_owned(),
+    };
+    if let Some(query) = query {
+        redacted.push('?');
+        redacted.push_str(&redact_query(query));
     }
+    redacted
+}
+
+fn redact_query(query: &str) -> String {
+    let pairs = query.split('&').map(|pair| match pair.split_once('=') {
+        Some((name, _)) if SECRET_PARAMETERS.contains(&name.to_ascii_lowercase().as_str()) => {
+            format!("{name}=***")
+        }
+        _ => pair.to_owned(),
+    });
+    pairs.collect::<Vec<_>>().join("&")
 }
 
 #[cfg(test)]
@@ -65,5 +88,13 @@ mod tests {
         assert!(is_postgres("mysql://x").is_err());
         assert_eq!(redact("postgres://u:pw@h/db"), "postgres://u:***@h/db");
         assert_eq!(redact("sqlite://x.db"), "sqlite://x.db");
+        assert_eq!(
+            redact("postgres://u@h/db?sslmode=require&password=hunter2&PassWord=x"),
+            "postgres://u@h/db?sslmode=require&password=***&PassWord=***"
+        );
+        assert_eq!(
+            redact("postgres://u:pw@h/db?application_name=a"),
+            "postgres://u:***@h/db?application_name=a"
+        );
     }
 }

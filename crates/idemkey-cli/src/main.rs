@@ -44,8 +44,28 @@ fn usage(error: &clap::Error) -> ExitCode {
         let _ = error.print();
         return ExitCode::SUCCESS;
     }
+    if let Some(arg) = secret_arg(error) {
+        // clap's message quotes the value, and a mistyped secret is still a secret.
+        eprintln!(
+            "idemkey: error: invalid value for '{arg}' (not shown): expected ACTOR=SECRET, both non-empty (try --help)"
+        );
+        return ExitCode::from(2);
+    }
     let rendered = error.render().to_string();
     let first = rendered.lines().next().unwrap_or("invalid usage");
     eprintln!("idemkey: {first} (try --help)");
     ExitCode::from(2)
+}
+
+/// The argument of a value that failed validation, if that value may hold a secret.
+fn secret_arg(error: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue};
+
+    if error.kind() != ErrorKind::ValueValidation {
+        return None;
+    }
+    match error.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(arg)) if arg.starts_with("--token") => Some(arg.clone()),
+        _ => None,
+    }
 }

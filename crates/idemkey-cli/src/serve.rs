@@ -53,6 +53,7 @@ fn config(args: &ServeArgs) -> anyhow::Result<NotesConfig> {
         }
     });
     let mut tokens = args.tokens.clone();
+    refuse_shared_secrets(&tokens)?;
     if tokens.is_empty() {
         tokens.push(("demo".to_owned(), uuid::Uuid::new_v4().simple().to_string()));
     }
@@ -68,6 +69,21 @@ fn config(args: &ServeArgs) -> anyhow::Result<NotesConfig> {
         lookup_first: !args.no_lookup,
         ..NotesConfig::default()
     })
+}
+
+/// Refuses two actors with one token secret: the last would win, and one actor's clients
+/// would act in the other's scope. The secret is not named in the error.
+fn refuse_shared_secrets(tokens: &[(String, String)]) -> anyhow::Result<()> {
+    let mut owners: std::collections::HashMap<&str, &str> = std::collections::HashMap::new();
+    for (actor, secret) in tokens {
+        match owners.insert(secret, actor) {
+            Some(other) if other != actor => anyhow::bail!(
+                "actors {other:?} and {actor:?} are given the same token secret: each actor needs its own"
+            ),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// The memory the replay cache may take, when enabled.
