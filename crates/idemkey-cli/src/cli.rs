@@ -132,7 +132,9 @@ pub(crate) struct ForgetArgs {
     /// The actor the record belongs to.
     #[arg(long)]
     pub(crate) actor: String,
-    /// The operation's name, with or without `:version` (`create-note:v1`).
+    /// The operation's name, or NAME:VERSION (`create-note:v1`): the whole value is tried as
+    /// a name first, then the name before the last colon, only if that version wrote its
+    /// record.
     #[arg(long)]
     pub(crate) operation: String,
     /// The idempotency key, bare or quoted.

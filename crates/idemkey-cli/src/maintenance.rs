@@ -20,31 +20,45 @@ pub(crate) async fn sweep(args: DatabaseArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Deletes one record; exits 1 when there was none.
+/// Deletes the one record named; exits 1 when there is none.
+///
+/// `--operation` is tried whole as the operation's name first; if nothing is there and it
+/// ends in `:VERSION`, the record of the name before the last colon is deleted only if that
+/// version wrote it. No other record is ever deleted in its place.
 pub(crate) async fn forget(args: ForgetArgs) -> anyhow::Result<ExitCode> {
     let key = Key::parse(args.key.as_bytes())
         .map_err(|error| anyhow::anyhow!("invalid --key: {error}"))?;
     let database = open(&args.database.database_url, false).await?;
-    // The name as given first; then without a `:version` suffix.
-    let mut names = vec![args.operation.as_str()];
-    if let Some((name, _version)) = args.operation.rsplit_once(':') {
-        names.push(name);
+    let scope =
+        |name: &str| Scope::new(args.actor.as_str(), &Operation::new(name, ""), key.clone());
+    let whole = scope(&args.operation);
+    let forgotten = match &database {
+        Database::Sqlite(store) => store.forget(&whole).await,
+        Database::Postgres(store) => store.forget(&whole).await,
     }
-    for name in names {
-        let scope = Scope::new(args.actor.as_str(), &Operation::new(name, ""), key.clone());
+    .context("forget failed")?;
+    if forgotten {
+        println!(
+            "forgot the record of actor {:?}, operation {:?}",
+            args.actor, args.operation
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Some((name, version)) = args.operation.rsplit_once(':') {
+        let named = scope(name);
         let forgotten = match &database {
-            Database::Sqlite(store) => store.forget(&scope).await,
-            Database::Postgres(store) => store.forget(&scope).await,
+            Database::Sqlite(store) => store.forget_version(&named, version).await,
+            Database::Postgres(store) => store.forget_version(&named, version).await,
         }
         .context("forget failed")?;
         if forgotten {
             println!(
-                "forgot the record of actor {:?}, operation {name:?}",
+                "forgot the record of actor {:?}, operation {name:?} version {version:?}",
                 args.actor
             );
             return Ok(ExitCode::SUCCESS);
         }
     }
-    eprintln!("idemkey: no record for that actor, operation and key");
+    eprintln!("idemkey: no record of that actor, operation (and version) and key");
     Ok(ExitCode::FAILURE)
 }

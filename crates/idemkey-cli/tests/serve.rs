@@ -153,6 +153,12 @@ async fn saved_result_deleted_before_an_identical_retry(mode: &str) {
         "--key",
         "key-a",
     ];
+    // Another version of the operation names no record: nothing is deleted.
+    let mut other_version = forget.to_vec();
+    other_version[6] = "create-note:v999-garbage";
+    assert_eq!(idemkey(&other_version).status.code(), Some(1));
+    let kept = f.post(ALICE, Some(b"key-a"), HELLO).await;
+    assert_eq!(kept.headers()["idempotent-replayed"], "true");
     let out = idemkey(&forget);
     assert!(out.status.success(), "{out:?}");
     let retry = f.post(ALICE, Some(b"key-a"), HELLO).await;

@@ -129,6 +129,13 @@ pub trait Backend: Database + Sealed {
         scope: &Scope,
     ) -> impl Future<Output = Result<bool>> + Send;
 
+    /// Deletes the scope's record only if it was written by operation version `version`.
+    fn forget_version(
+        conn: &mut Self::Connection,
+        scope: &Scope,
+        version: &str,
+    ) -> impl Future<Output = Result<bool>> + Send;
+
     /// See [`idemkey_core::Store::sweep`].
     fn sweep(conn: &mut Self::Connection, batch: u32) -> impl Future<Output = Result<u64>> + Send;
 

@@ -1,11 +1,12 @@
 //! The fenced statements whose code is the same on every backend, once: each backend's
 //! `impl Backend` expands [`fenced_statements!`] with its own SQL constants (`INSERT_COMPLETED`, `RECLAIM`,
-//! `COMPLETE`, `RELEASE`, `DISCARD`, `EXTEND`, `FORGET`, `SWEEP`, `SECRET_INSERT`,
+//! `COMPLETE`, `RELEASE`, `DISCARD`, `EXTEND`, `FORGET`, `FORGET_VERSION`, `SWEEP`, `SECRET_INSERT`,
 //! `SECRET_SELECT`) and its own typed helpers
 //! (`scoped`, `held`, `token_of`) in scope; [`claim_with!`] likewise gives each backend the
 //! claim's upsert-then-lookup.
 
-/// Expands to the `insert_completed`, `reclaim`, `complete`, `release`, `discard`, `extend`, `forget`, `sweep`
+/// Expands to the `insert_completed`, `reclaim`, `complete`, `release`, `discard`, `extend`,
+/// `forget`, `forget_version`, `sweep`
 /// and `load_secret` methods of an `impl Backend` block.
 macro_rules! fenced_statements {
     () => {
@@ -93,6 +94,19 @@ macro_rules! fenced_statements {
 
         async fn forget(conn: &mut Self::Connection, scope: &Scope) -> Result<bool> {
             let done = scoped(FORGET, scope)
+                .execute(conn)
+                .await
+                .map_err(store_error)?;
+            Ok(done.rows_affected() > 0)
+        }
+
+        async fn forget_version(
+            conn: &mut Self::Connection,
+            scope: &Scope,
+            version: &str,
+        ) -> Result<bool> {
+            let done = scoped(FORGET_VERSION, scope)
+                .bind(version)
                 .execute(conn)
                 .await
                 .map_err(store_error)?;

@@ -89,6 +89,17 @@ impl<DB: Backend> SqlxStore<DB> {
         self
     }
 
+    /// Deletes the scope's record only if operation version `version` wrote it, so that a
+    /// `forget` naming a version never deletes another version's record. Whether a record
+    /// was deleted.
+    pub async fn forget_version(&self, scope: &Scope, version: &str) -> Result<bool> {
+        let forgotten = DB::forget_version(&mut *self.write_conn().await?, scope, version).await;
+        if let Some(cache) = &self.cache {
+            cache.forget(scope);
+        }
+        forgotten
+    }
+
     /// The scope's completed record from the replay cache, if enabled and fresh.
     pub(crate) fn cached(&self, scope: &Scope) -> Option<Arc<Record>> {
         self.cache.as_ref()?.get(scope)

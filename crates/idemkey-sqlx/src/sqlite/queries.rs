@@ -116,6 +116,8 @@ const EXTEND: &str = concat!(
     "AND state = 0"
 );
 
+const FORGET_VERSION: &str = "DELETE FROM idemkey_records WHERE actor = ?1 AND operation = ?2 AND idem_key = ?3 AND version = ?4";
+
 const FORGET: &str =
     "DELETE FROM idemkey_records WHERE actor = ?1 AND operation = ?2 AND idem_key = ?3";
 
