@@ -3,12 +3,15 @@
 //!
 //! The encoding is, field by field, each byte string prefixed with its length as a big-endian
 //! `u64`: the tag `fp-v1`; the method; the raw path; the number of query parameters, then each
-//! name and value (raw, as sent), stable-sorted by name; the lower-cased media type (empty when
-//! absent); the body digest (`jcs` or `raw`, then the SHA-256 of the canonical or raw bytes);
+//! name and value (raw, as sent), stable-sorted by name; the media type (empty when absent):
+//! its lower-cased essence, then for each parameter `;name="value"`, names lower-cased, sorted
+//! by name then value, values unquoted and written back quoted with `\` and `"` escaped, a
+//! `charset` value lower-cased, and `charset=utf-8` of a JSON media type left out; the body digest (`jcs` or `raw`, then the SHA-256 of the canonical or raw bytes);
 //! the number of declared headers present, then each lower-cased name and value, stable-sorted
 //! by name. It can be reproduced outside Rust.
 
 mod jcs;
+mod media;
 
 use std::fmt;
 
@@ -89,7 +92,8 @@ impl<'a> FingerprintBuilder<'a> {
         self
     }
 
-    /// The request's `Content-Type` value; its media type is what counts.
+    /// The request's `Content-Type` value: its media type and parameters count (a JSON
+    /// body's `charset=utf-8` does not: JSON is UTF-8).
     pub fn content_type(mut self, value: &'a str) -> Self {
         self.content_type = Some(value);
         self
@@ -103,7 +107,7 @@ impl<'a> FingerprintBuilder<'a> {
 
     /// Hashes everything with the body, whose bytes are never kept.
     pub fn body(mut self, body: &[u8]) -> Fingerprint {
-        let media_type = self.media_type();
+        let (media_type, with_parameters) = media::canonical(self.content_type.unwrap_or(""));
         let mut enc = Encoder(Sha256::new());
         enc.field(b"fp-v1");
         enc.field(self.method.as_bytes());
@@ -115,7 +119,7 @@ impl<'a> FingerprintBuilder<'a> {
             enc.field(name.as_bytes());
             enc.field(value.as_bytes());
         }
-        enc.field(media_type.as_bytes());
+        enc.field(with_parameters.as_bytes());
         let (tag, digest) = body_digest(&media_type, body);
         enc.field(tag);
         enc.field(&digest);
@@ -126,12 +130,6 @@ impl<'a> FingerprintBuilder<'a> {
             enc.field(value);
         }
         Fingerprint(enc.0.finalize().into())
-    }
-
-    fn media_type(&self) -> String {
-        let value = self.content_type.unwrap_or("");
-        let essence = value.split(';').next().unwrap_or("");
-        essence.trim().to_ascii_lowercase()
     }
 }
 

@@ -116,3 +116,32 @@ proptest! {
 
 mod equivalence;
 mod reference;
+
+#[test]
+fn media_type_parameters_that_change_the_meaning_count() {
+    let with = |content_type: &str| {
+        Fingerprint::builder("POST", "/p")
+            .content_type(content_type)
+            .body(b"caf\xe9")
+    };
+    assert_ne!(
+        with("text/plain; charset=latin1"),
+        with("text/plain; charset=utf-8")
+    );
+    assert_ne!(
+        with("multipart/form-data; boundary=a"),
+        with("multipart/form-data; boundary=b")
+    );
+    // Spelling does not: the case of names and of a charset, quoting, order, white space.
+    assert_eq!(
+        with("text/plain; charset=UTF-8; format=flowed"),
+        with("Text/Plain;format=\"flowed\";CHARSET=utf-8")
+    );
+    // Without parameters the fingerprint is what it always was.
+    assert_eq!(
+        json("{}"),
+        Fingerprint::builder("POST", "/v1/notes")
+            .content_type("application/json; charset=utf-8")
+            .body(b"{}")
+    );
+}
