@@ -2,7 +2,7 @@
 
 use std::{path::PathBuf, time::Duration};
 
-use crate::{CaseId, CheckConfig, CheckStatus, Checker, Result};
+use crate::{CaseId, CheckConfig, CheckStatus, Checker, Result, printable::printable};
 
 /// Arguments of `idemkey check`: a black-box conformance check of any API's idempotency keys.
 #[derive(Debug, Clone, clap::Args)]
@@ -76,7 +76,8 @@ pub async fn run(args: CheckArgs) -> CheckStatus {
     match check(&args).await {
         Ok(status) => status,
         Err(error) => {
-            eprintln!("idemkey check: {error}");
+            // Error texts may quote input or OS messages: print them escaped like the table.
+            eprintln!("idemkey check: {}", printable(&error.to_string()));
             CheckStatus::Error
         }
     }

@@ -5,8 +5,9 @@ use std::{error::Error as StdError, fmt, io, time::Duration};
 use http::{HeaderMap, header::CONTENT_TYPE};
 
 use crate::{
-    CheckConfig, Error, Result,
+    CheckConfig, Error, MAX_BODY_BYTES, Result,
     exchange::Exchange,
+    limits::body_too_large,
     raw::{self, Target},
     resources::{self, Ids},
 };
@@ -132,7 +133,7 @@ impl Ctx {
         let response = request.body(body.to_owned()).send().await?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
-        let body = response.bytes().await?.to_vec();
+        let body = read_body(response).await?;
         Ok(Exchange {
             status,
             headers,
@@ -170,7 +171,7 @@ impl Ctx {
             .send()
             .await?;
         let status = response.status();
-        let body = response.bytes().await?;
+        let body = read_body(response).await?;
         if !status.is_success() {
             return Err(RequestError(format!("the list endpoint answered {status}")));
         }
@@ -203,6 +204,27 @@ impl Ctx {
     pub(crate) async fn raw_exchange(&self, request: &[u8]) -> Result<Exchange, RequestError> {
         Ok(raw::exchange(&self.target.addr, request, self.config.timeout).await?)
     }
+}
+
+/// The body of `response`, read chunk by chunk so that a server streaming without end is cut
+/// off at [`MAX_BODY_BYTES`] (`Response::bytes` would buffer all of it). The client's total
+/// timeout also covers this read.
+async fn read_body(mut response: reqwest::Response) -> Result<Vec<u8>, RequestError> {
+    let too_large = || RequestError(body_too_large());
+    // A length announced past the limit fails before any of the body is read.
+    let announced = response.content_length().unwrap_or(0);
+    if usize::try_from(announced).unwrap_or(usize::MAX) > MAX_BODY_BYTES {
+        return Err(too_large());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        let total = body.len().checked_add(chunk.len());
+        if total.is_none_or(|total| total > MAX_BODY_BYTES) {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 /// The pause before retrying a 409: its `Retry-After` in seconds, kept within 50 ms..=1 s, or

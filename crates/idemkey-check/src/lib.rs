@@ -54,6 +54,12 @@
 //!   the request (hyper-based servers often do); the case then checks that the retry still
 //!   converges. A second client hangs up only once the response starts to arrive, which is the
 //!   lost-response scenario proper.
+//! - The checker does not trust the server. Every response body is read up to
+//!   [`MAX_BODY_BYTES`] (16 MiB), every request is bounded by [`CheckConfig::timeout()`] (connect,
+//!   send and the whole body), and a malformed response (a chunk size past the limit, say)
+//!   fails its case as a request error. Control characters, escape sequences and bidirectional
+//!   overrides in what the server sent are shown escaped (`\u{1b}`) in [`Report::table`], and
+//!   written as `\uXXXX` escapes in [`Report::to_json`], so a server cannot drive the terminal.
 //! - The burst makes requests concurrent on the wire (each holds back its last byte until all
 //!   are ready), not by timing; whether they overlap inside the server is up to the server, so
 //!   a pass means no duplicate in this burst, not a proof that none can occur.
@@ -70,6 +76,8 @@ mod config;
 mod context;
 mod error;
 mod exchange;
+mod limits;
+mod printable;
 mod raw;
 mod report;
 mod resources;
@@ -79,4 +87,5 @@ pub use case::CaseId;
 pub use checker::Checker;
 pub use config::{CheckConfig, parse_header};
 pub use error::{Error, Result};
+pub use limits::MAX_BODY_BYTES;
 pub use report::{CaseReport, CheckStatus, Report, Summary, Verdict};

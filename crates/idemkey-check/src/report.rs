@@ -5,7 +5,10 @@ use std::{fs, path::Path, process::ExitCode};
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use serde::{Deserialize, Serialize};
 
-use crate::{CaseId, Error, Result};
+use crate::{
+    CaseId, Error, Result,
+    printable::{json_printable, printable},
+};
 
 /// The verdict of one case.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -114,6 +117,9 @@ impl Report {
     }
 
     /// The readable table: case, verdict, evidence (notes appended), then a summary line.
+    ///
+    /// Evidence quotes the server, so control characters, escape sequences and bidirectional
+    /// overrides in it are shown as escapes (`\u{1b}`): the table is safe to print on a terminal.
     pub fn table(&self) -> String {
         let mut table = Table::new();
         table.load_style(UTF8_FULL_CONDENSED);
@@ -127,7 +133,7 @@ impl Report {
             table.add_row([
                 case.id.as_str().to_owned(),
                 case.verdict.as_str().to_owned(),
-                evidence,
+                printable(&evidence).into_owned(),
             ]);
         }
         let Summary {
@@ -139,9 +145,13 @@ impl Report {
     }
 
     /// The report as pretty-printed JSON.
+    ///
+    /// Like any JSON it escapes control characters below U+0020 (ESC is `\u001b`); DEL, C1
+    /// controls and bidirectional overrides, which JSON allows raw, are escaped as well, so the
+    /// file is safe to print on a terminal and parses to the same report.
     pub fn to_json(&self) -> String {
         // A report holds only strings, numbers and enums: serializing it cannot fail.
-        serde_json::to_string_pretty(self).unwrap_or_default()
+        json_printable(serde_json::to_string_pretty(self).unwrap_or_default())
     }
 
     /// Writes [`to_json`](Self::to_json) to `path`.
@@ -245,6 +255,28 @@ mod tests {
                 reason: "no --list".into()
             }
         );
+    }
+
+    #[test]
+    fn server_text_is_escaped_in_the_table_and_the_json() {
+        let mut hostile = case(CaseId::Replay, Verdict::Fail);
+        hostile.evidence = "500 \u{1b}[2J\u{1b}[H\u{9b}32mPASS\u{7}".into();
+        hostile.notes = vec!["line\nbreak".into()];
+        let report = Report::new("http://h/v1/notes", vec![hostile.clone()]);
+        let table = report.table();
+        assert!(!table.contains(['\u{1b}', '\u{9b}', '\u{7}']), "{table:?}");
+        // Without the borders and spacing, which depend on the terminal's width.
+        let flat: String = table
+            .chars()
+            .filter(|c| !c.is_whitespace() && !matches!(c, '\u{2500}'..='\u{257f}'))
+            .collect();
+        for escaped in [r"\u{1b}[2J", r"\u{9b}32m", r"\u{7}", r"line\u{a}break"] {
+            assert!(flat.contains(escaped), "{escaped} not in {table:?}");
+        }
+        let json = report.to_json();
+        assert!(!json.contains(['\u{1b}', '\u{9b}', '\u{7}']), "{json:?}");
+        let back: Report = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.cases[0].evidence, hostile.evidence);
     }
 
     #[test]

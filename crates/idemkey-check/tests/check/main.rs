@@ -1,9 +1,10 @@
-//! The checker against servers built here: a correct one passes every case, and each known
-//! bug is caught by the case meant for it.
+//! The checker against servers built here: a correct one passes every case, each known bug is
+//! caught by the case meant for it, and hostile ones end as verdicts, never as crashes.
 
 mod bugs;
 mod cli;
 mod correct;
+mod hostile;
 mod server;
 
 use idemkey_check::{CaseId, Report, Verdict};
