@@ -36,11 +36,15 @@ pub fn is_stored_header(name: &HeaderName, per_request: &[HeaderName]) -> bool {
         || per_request.contains(name))
 }
 
-/// The headers of a response as stored: each name's values in their original order.
+/// The headers of a response as stored: each name's values in their original order. Headers
+/// the response's own `Connection` header names are hop-by-hop too (RFC 9110 §7.6.1), so
+/// they are left out with it.
 pub fn stored_headers(headers: &HeaderMap, per_request: &[HeaderName]) -> Vec<(String, Bytes)> {
+    let connection_named = connection_options(headers);
     headers
         .iter()
         .filter(|(name, _)| is_stored_header(name, per_request))
+        .filter(|(name, _)| !connection_named.iter().any(|named| named == name.as_str()))
         .map(|(name, value)| {
             let value = Bytes::copy_from_slice(value.as_bytes());
             (name.as_str().to_owned(), value)
@@ -147,6 +151,18 @@ fn has_content(status: StatusCode) -> bool {
 
 /// Splits a handler's response into the response its first caller gets and the one stored.
 ///
+/// The header names listed in `Connection` values, lower-cased.
+fn connection_options(headers: &HeaderMap) -> Vec<String> {
+    headers
+        .get_all(http::header::CONNECTION)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(|option| option.trim().to_ascii_lowercase())
+        .filter(|option| !option.is_empty())
+        .collect()
+}
+
 /// A body of known length up to `storage_limit` bytes is read whole and stored. A body of
 /// unknown length (a stream) or over the limit is passed on to the first caller untouched and
 /// stored as status and headers only ([`StoredResponse::without_body`]). Fails only if
@@ -211,6 +227,19 @@ mod tests {
         assert_eq!(names, ["location", "vary", "vary"]);
         assert_eq!(stored.headers[2].1, "b");
         assert_eq!(stored.body, "hi");
+    }
+
+    #[test]
+    fn headers_the_connection_header_names_are_not_stored() {
+        let mut headers = HeaderMap::new();
+        headers.append("connection", "keep-alive, X-Hop".parse().unwrap());
+        headers.append("connection", "x-other".parse().unwrap());
+        headers.append("x-hop", "1".parse().unwrap());
+        headers.append("x-other", "2".parse().unwrap());
+        headers.append("x-kept", "3".parse().unwrap());
+        let stored = stored_headers(&headers, &[]);
+        let names: Vec<_> = stored.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(names, ["x-kept"]);
     }
 
     #[tokio::test]
