@@ -57,10 +57,17 @@ impl<DB: Backend> SqlxStore<DB> {
             }
             if options.lookup {
                 let mut looked_up = self.conn().await?;
-                if let Some(record) = self.lookup_on(&mut looked_up, &request.scope).await?
-                    && let Ok(answer) = decide(request, &record, options.on_expired).into_answer()
-                {
-                    return Ok(answer.into());
+                if let Some(record) = self.lookup_on(&mut looked_up, &request.scope).await? {
+                    // A released or abandoned record is claimed again under its id: that is
+                    // claim-first's work, and a speculative run would only be rolled back.
+                    return match decide(request, &record, options.on_expired).into_answer() {
+                        Ok(answer) => Ok(answer.into()),
+                        Err(_) => {
+                            drop(looked_up);
+                            self.execute_claim_first(request, options, handler, None)
+                                .await
+                        }
+                    };
                 }
                 conn = DB::CLAIM_ON_LOOKUP_CONNECTION.then_some(looked_up);
             }

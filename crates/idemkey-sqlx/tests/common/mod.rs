@@ -122,6 +122,7 @@ macro_rules! seed_cases {
             an_in_process_duplicate_executes_when_the_first_stores_nothing,
             a_duplicate_that_collides_with_the_first_replays_it,
             a_retry_without_the_lookup_replays,
+            a_released_record_is_claimed_again_once,
         );
     };
     (@each $fixture:ty; $($case:ident),* $(,)?) => {

@@ -39,6 +39,8 @@ pub struct CreateNote<F> {
     /// The note's id, instead of a fresh one: a duplicate's insert then collides with the
     /// first request's note.
     id: Option<String>,
+    /// How many times the handler ran, rolled back or not.
+    calls: usize,
     fixture: PhantomData<fn() -> F>,
 }
 
@@ -50,6 +52,7 @@ impl<F: Fixture> CreateNote<F> {
             status,
             panic_after_write: false,
             id: None,
+            calls: 0,
             fixture: PhantomData,
         }
     }
@@ -76,6 +79,7 @@ impl<F: Fixture> AtomicHandler<F::DB> for CreateNote<F> {
         &mut self,
         mut tx: Transaction<'static, F::DB>,
     ) -> HandlerResult<F::DB, StoredResponse, sqlx::Error> {
+        self.calls += 1;
         let result = self.run(&mut tx).await;
         (Some(tx), result)
     }
@@ -487,5 +491,26 @@ pub async fn a_retry_without_the_lookup_replays<F: Fixture>() {
         .await
         .unwrap();
     assert!(matches!(mismatch, Outcome::Mismatch), "{mismatch:?}");
+    assert_eq!(F::count_notes(&store).await, 1);
+}
+
+/// A record lease mode released is claimed again under its id, and the handler runs once:
+/// commit-time leaves it to claim-first rather than run speculatively and roll back.
+pub async fn a_released_record_is_claimed_again_once<F: Fixture>() {
+    let store = F::store().await;
+    let req = request(&actor(), "key-a", "released");
+    let idemkey_core::TryClaim::Claimed(claim) = store.try_claim(&req).await.unwrap() else {
+        panic!("a fresh scope is claimed");
+    };
+    store.release(&claim).await.unwrap();
+    let mut handler = CreateNote::<F>::new(&req.scope.actor, "released", 201);
+    let outcome = store
+        .execute(&req, &F::options(), &mut handler)
+        .await
+        .unwrap();
+    assert!(matches!(outcome, Outcome::Executed(_)), "{outcome:?}");
+    assert_eq!(handler.calls, 1, "the handler ran once");
+    let record = store.lookup(&req.scope).await.unwrap().unwrap();
+    assert_eq!(record.record_id, claim.record_id, "the same record id");
     assert_eq!(F::count_notes(&store).await, 1);
 }
