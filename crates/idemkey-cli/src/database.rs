@@ -53,11 +53,12 @@ pub(crate) fn redact(url: &str) -> String {
         None => (url, None),
     };
     let mut redacted = match (base.find("://"), base.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let userinfo = &base[scheme + 3..at];
-            let user = userinfo.split(':').next().unwrap_or("");
-            format!("{}{user}:***{}", &base[..scheme + 3], &base[at..])
-        }
+        (Some(scheme), Some(at)) if at > scheme => match base[scheme + 3..at].split_once(':') {
+            Some((user, _password)) => {
+                format!("{}{user}:***{}", &base[..scheme + 3], &base[at..])
+            }
+            None => base.to_owned(),
+        },
         _ => base.to_owned(),
     };
     if let Some(query) = query {
