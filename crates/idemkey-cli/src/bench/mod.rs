@@ -9,13 +9,18 @@
 //! The files: [`args`] the command line, [`client`] one keep-alive connection per worker,
 //! [`runner`] rounds and workers, [`workloads`] and [`storm`] over HTTP, [`ceiling`] and
 //! [`layer`] without HTTP, [`stats`] histograms, [`report`] tables and JSON, [`server`] and
-//! [`fixture`] the service and the database the bench starts and removes.
+//! [`fixture`] the service and the database the bench starts and removes; [`limits`],
+//! [`listing`] and [`printable`] keep a hostile service (`--url`) from growing the bench's
+//! memory, hanging it, or writing to the terminal through it.
 
 mod args;
 mod ceiling;
 mod client;
 mod fixture;
 mod layer;
+mod limits;
+mod listing;
+mod printable;
 mod report;
 mod runner;
 mod server;
@@ -93,8 +98,16 @@ impl Ctx {
 }
 
 /// Runs the workloads, prints the tables, writes the JSON; exit 1 if a correctness check
-/// (one note per key in the storm) failed.
+/// (one note per key in the storm) failed. An error comes back as one printable line.
 pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    // The caller prints the error: escaped here, no message from below can reach the terminal
+    // with a control character a hostile server put in it.
+    bench(args)
+        .await
+        .map_err(|error| printable::printable_error(&error))
+}
+
+async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let workloads = Workload::expand(&args.workloads);
     let load_before = loadavg();
     let run = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();

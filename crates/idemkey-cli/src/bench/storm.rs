@@ -1,7 +1,6 @@
 //! The duplicate storm: many clients on one key at a time, then the next key. Alternates with
 //! a burst of as many distinct keys (the same queueing, no duplicates) and with lone requests.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,6 +10,8 @@ use tokio::sync::Barrier;
 
 use super::Ctx;
 use super::client::{Answer, Conn, note_body};
+use super::limits::Limits;
+use super::listing::count_titles;
 use super::report::{Ratio, WorkloadReport};
 use super::runner::Budget;
 use super::stats::Samples;
@@ -185,24 +186,19 @@ async fn at_once(
     results
 }
 
-/// How many of `keys` have exactly one note titled after them, counted with `GET /v1/notes`.
+/// How many of `keys` have exactly one note titled after them, counted with `GET /v1/notes`
+/// (the list of every note of the bench's actor, hence its larger limits).
 async fn one_note_per_key(conn: &mut Conn, keys: &[String]) -> anyhow::Result<(u64, u64)> {
-    let answer = conn.get("/v1/notes").await?;
+    let answer = conn
+        .get_within("/v1/notes", Limits::LISTING)
+        .await
+        .context("the storm's GET /v1/notes")?;
     anyhow::ensure!(
         answer.status == StatusCode::OK,
         "GET /v1/notes answered {}",
         answer.status
     );
-    let list: serde_json::Value = serde_json::from_slice(&answer.body)?;
-    let notes = list["notes"]
-        .as_array()
-        .context("GET /v1/notes has no notes array")?;
-    let mut counts: HashMap<&str, u64> = keys.iter().map(|k| (k.as_str(), 0)).collect();
-    for title in notes.iter().filter_map(|note| note["title"].as_str()) {
-        if let Some(count) = counts.get_mut(title) {
-            *count += 1;
-        }
-    }
+    let counts = count_titles(&answer.body, keys)?;
     let one = counts.values().filter(|&&n| n == 1).count() as u64;
     Ok((one, keys.len() as u64))
 }
