@@ -88,4 +88,5 @@ pub use checker::Checker;
 pub use config::{CheckConfig, parse_header};
 pub use error::{Error, Result};
 pub use limits::MAX_BODY_BYTES;
+pub use printable::printable;
 pub use report::{CaseReport, CheckStatus, Report, Summary, Verdict};
