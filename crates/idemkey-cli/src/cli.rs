@@ -171,34 +171,54 @@ impl ServeArgs {
 }
 
 fn parse_timeout(value: &str) -> Result<Duration, String> {
-    match humantime::parse_duration(value) {
-        Ok(timeout) if timeout >= Duration::from_millis(100) => Ok(timeout),
-        Ok(_) => Err("a timeout must be at least 100ms".to_owned()),
-        Err(error) => Err(format!("{error} (examples: 10s, 1500ms)")),
-    }
+    duration_at_least(
+        value,
+        Duration::from_millis(100),
+        "a timeout must be at least 100ms",
+        "10s, 1500ms",
+    )
 }
 
 fn parse_cache_ttl(value: &str) -> Result<Duration, String> {
-    match humantime::parse_duration(value) {
-        Ok(ttl) if !ttl.is_zero() && ttl <= Duration::from_secs(3600) => Ok(ttl),
-        Ok(_) => Err("the replay cache's time to live must be between 1ms and 1h".to_owned()),
-        Err(error) => Err(format!("{error} (examples: 1s, 500ms)")),
+    let rule = "the replay cache's time to live must be between 1ms and 1h";
+    // Any non-zero duration, as before.
+    let ttl = duration_at_least(value, Duration::from_nanos(1), rule, "1s, 500ms")?;
+    if ttl > Duration::from_secs(3600) {
+        return Err(rule.to_owned());
     }
+    Ok(ttl)
 }
 
 fn parse_retention(value: &str) -> Result<Duration, String> {
-    match humantime::parse_duration(value) {
-        Ok(duration) if duration >= Duration::from_secs(1) => Ok(duration),
-        Ok(_) => Err("retention must be at least 1s".to_owned()),
-        Err(error) => Err(format!("{error} (examples: 24h, 90m, 3600s)")),
-    }
+    duration_at_least(
+        value,
+        Duration::from_secs(1),
+        "retention must be at least 1s",
+        "24h, 90m, 3600s",
+    )
 }
 
 fn parse_lease(value: &str) -> Result<Duration, String> {
+    duration_at_least(
+        value,
+        Duration::from_millis(100),
+        "lease must be at least 100ms",
+        "30s, 1500ms",
+    )
+}
+
+/// A human duration (`90m`, `1500ms`) of at least `min`; `rule` is the error below it, and
+/// `examples` follow a parse error.
+fn duration_at_least(
+    value: &str,
+    min: Duration,
+    rule: &str,
+    examples: &str,
+) -> Result<Duration, String> {
     match humantime::parse_duration(value) {
-        Ok(duration) if duration >= Duration::from_millis(100) => Ok(duration),
-        Ok(_) => Err("lease must be at least 100ms".to_owned()),
-        Err(error) => Err(format!("{error} (examples: 30s, 1500ms)")),
+        Ok(duration) if duration >= min => Ok(duration),
+        Ok(_) => Err(rule.to_owned()),
+        Err(error) => Err(format!("{error} (examples: {examples})")),
     }
 }
 

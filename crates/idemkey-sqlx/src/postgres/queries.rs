@@ -22,6 +22,10 @@ macro_rules! clock {
     };
 }
 
+/// How every write transaction begins. Explicit, whatever the database's default: the
+/// wait-then-replay of a duplicate claim needs each statement to see what committed before it.
+const BEGIN_WRITE: &str = "BEGIN ISOLATION LEVEL READ COMMITTED";
+
 const LOOKUP: &str = concat!(
     "SELECT record_id, version, fingerprint, state, token, ",
     "GREATEST(COALESCE(lease_until, 0) - clock.t, 0), request_id, response ",
@@ -144,11 +148,7 @@ impl Backend for Postgres {
     }
 
     async fn begin_write(pool: &Pool<Self>) -> Result<Transaction<'static, Self>> {
-        // Explicit, whatever the database's default: the wait-then-replay of a duplicate
-        // claim needs each statement to see what committed before it.
-        pool.begin_with("BEGIN ISOLATION LEVEL READ COMMITTED")
-            .await
-            .map_err(store_error)
+        pool.begin_with(BEGIN_WRITE).await.map_err(store_error)
     }
 
     const CLAIM_ON_LOOKUP_CONNECTION: bool = true;
@@ -160,14 +160,9 @@ impl Backend for Postgres {
         let Some(conn) = looked_up else {
             return store.begin_write().await;
         };
-        Transaction::begin(
-            conn,
-            Some(sqlx::SqlSafeStr::into_sql_str(
-                "BEGIN ISOLATION LEVEL READ COMMITTED",
-            )),
-        )
-        .await
-        .map_err(store_error)
+        Transaction::begin(conn, Some(sqlx::SqlSafeStr::into_sql_str(BEGIN_WRITE)))
+            .await
+            .map_err(store_error)
     }
 
     async fn begin_claim(
