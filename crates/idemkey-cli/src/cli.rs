@@ -118,6 +118,16 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "IDEMKEY_MAX_CONNECTIONS", default_value_t = 1024,
         value_parser = clap::value_parser!(u32).range(1..=1_000_000), hide_short_help = true)]
     pub(crate) max_connections: u32,
+    /// Most live idempotency records one actor may hold; a request that would create one
+    /// more is answered 429 `actor-cap-reached`, not executed. Unlimited by default.
+    #[arg(long, env = "IDEMKEY_MAX_RECORDS_PER_ACTOR", value_name = "N",
+        value_parser = clap::value_parser!(u64).range(1..), hide_short_help = true)]
+    pub(crate) max_records_per_actor: Option<u64>,
+    /// Most bytes of stored responses one actor may hold (`64MiB`, `500KiB`, `1000000`);
+    /// past it, new keys are answered 429 `actor-cap-reached`. Unlimited by default.
+    #[arg(long, env = "IDEMKEY_MAX_BYTES_PER_ACTOR", value_name = "SIZE",
+        value_parser = parse_size, hide_short_help = true)]
+    pub(crate) max_bytes_per_actor: Option<u64>,
     /// Advanced (lease mode): how long a claim holds its key, renewed while the handler runs;
     /// a claim whose process died blocks retries (409) this long, e.g. `30s`, `1500ms`.
     #[arg(long, env = "IDEMKEY_LEASE", default_value = "30s", value_parser = parse_lease,
@@ -168,6 +178,43 @@ impl ServeArgs {
             max_connections: usize::try_from(self.max_connections).unwrap_or(usize::MAX),
         }
     }
+}
+
+impl ServeArgs {
+    /// The per-actor caps (behaviour §11).
+    pub(crate) fn actor_caps(&self) -> idemkey_core::ActorCaps {
+        let mut caps = idemkey_core::ActorCaps::new();
+        if let Some(records) = self.max_records_per_actor {
+            caps = caps.max_records(records);
+        }
+        if let Some(bytes) = self.max_bytes_per_actor {
+            caps = caps.max_bytes(bytes);
+        }
+        caps
+    }
+}
+
+/// A size in bytes: a whole number, optionally with a binary unit (`KiB`, `MiB`, `GiB`).
+fn parse_size(value: &str) -> Result<u64, String> {
+    let rule = "expected a size of at least 1 byte, such as 1000000, 500KiB, 64MiB or 1GiB";
+    let value = value.trim();
+    let split = value
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(value.len());
+    let (digits, unit) = value.split_at(split);
+    let shift = match unit.trim() {
+        "" | "B" => 0,
+        "KiB" => 10,
+        "MiB" => 20,
+        "GiB" => 30,
+        _ => return Err(rule.to_owned()),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| rule.to_owned())
 }
 
 fn parse_timeout(value: &str) -> Result<Duration, String> {
@@ -234,6 +281,25 @@ mod tests {
         assert!(parse_retention("0s").is_err() && parse_retention("soon").is_err());
         assert_eq!(parse_lease("1500ms").unwrap(), Duration::from_millis(1500));
         assert!(parse_lease("10ms").is_err() && parse_lease("soon").is_err());
+    }
+
+    #[test]
+    fn sizes_parse_with_binary_units() {
+        assert_eq!(parse_size("1000000").unwrap(), 1_000_000);
+        assert_eq!(parse_size("500KiB").unwrap(), 500 << 10);
+        assert_eq!(parse_size("64 MiB").unwrap(), 64 << 20);
+        assert_eq!(parse_size("1GiB").unwrap(), 1 << 30);
+        for bad in [
+            "0",
+            "",
+            "MiB",
+            "10MB",
+            "-5",
+            "1.5MiB",
+            "99999999999999999999GiB",
+        ] {
+            assert!(parse_size(bad).is_err(), "{bad:?} parsed");
+        }
     }
 
     #[test]

@@ -97,7 +97,8 @@ async fn serve<DB: NotesDb>(
     let store = match args.replay_cache {
         Some(ttl) => store.with_replay_cache(ttl, REPLAY_CACHE_BYTES),
         None => store,
-    };
+    }
+    .with_actor_caps(args.actor_caps());
     DB::migrate_notes(store.pool())
         .await
         .context("cannot create the notes table")?;

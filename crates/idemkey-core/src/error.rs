@@ -20,6 +20,15 @@ pub enum Error {
     /// The scope's record kept changing under us; the request was not executed.
     #[error("the record changed too often while being claimed")]
     Contention,
+    /// The actor reached one of its [`crate::ActorCaps`]: the request would create a new
+    /// record, and was neither executed nor stored (429 `actor-cap-reached`).
+    #[error("the actor reached its cap on {cap}")]
+    ActorCap {
+        /// The cap it met.
+        cap: crate::Cap,
+        /// When the first of the actor's records expires, making room.
+        retry_after: std::time::Duration,
+    },
     /// A stored response could not be decoded.
     #[error(transparent)]
     Corrupt(#[from] crate::response::DecodeError),

@@ -42,6 +42,7 @@
 //! | `testkit` | [`store_conformance_suite!`]: the cases every store must pass |
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
+mod caps;
 mod derive;
 mod error;
 pub mod fingerprint;
@@ -57,6 +58,7 @@ mod store;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 
+pub use caps::{ActorCaps, ActorUsage, Cap};
 pub use derive::{DerivedKeys, SECRET_LEN};
 pub use error::{BoxError, Error, Result};
 pub use fingerprint::Fingerprint;

@@ -56,11 +56,14 @@ pub enum ProblemKind {
     StoreUnavailable,
     /// 500: the commit's reply was lost; it may or may not have committed.
     OutcomeUnknown,
+    /// 429: the actor reached a cap on its live records or stored bytes; the request was not
+    /// executed.
+    ActorCapReached,
 }
 
 impl ProblemKind {
     /// Every kind, for documentation and tests.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::KeyMissing,
         Self::KeyInvalid,
         Self::KeyReused,
@@ -69,6 +72,7 @@ impl ProblemKind {
         Self::PayloadTooLarge,
         Self::StoreUnavailable,
         Self::OutcomeUnknown,
+        Self::ActorCapReached,
     ];
 
     /// The stable slug: `key-reused`.
@@ -82,6 +86,7 @@ impl ProblemKind {
             Self::PayloadTooLarge => "payload-too-large",
             Self::StoreUnavailable => "store-unavailable",
             Self::OutcomeUnknown => "outcome-unknown",
+            Self::ActorCapReached => "actor-cap-reached",
         }
     }
 
@@ -94,6 +99,7 @@ impl ProblemKind {
             Self::PreviousAttemptUnknown | Self::OutcomeUnknown => 500,
             Self::PayloadTooLarge => 413,
             Self::StoreUnavailable => 503,
+            Self::ActorCapReached => 429,
         }
     }
 
@@ -108,6 +114,7 @@ impl ProblemKind {
             Self::PayloadTooLarge => "Request body is too large",
             Self::StoreUnavailable => "Idempotency store is unavailable",
             Self::OutcomeUnknown => "The outcome of this request is unknown",
+            Self::ActorCapReached => "Too many idempotency records for this actor",
         }
     }
 }

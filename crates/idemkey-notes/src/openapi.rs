@@ -42,6 +42,7 @@ pub(crate) struct ProblemDoc {
         (status = 413, description = "payload-too-large", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 415, description = "unsupported-media-type", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 422, description = "key-reused: the key was used for a different request", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 429, description = "actor-cap-reached, with Retry-After: not executed (only with per-actor caps)", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 500, description = "outcome-unknown, previous-attempt-unknown or internal", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 503, description = "store-unavailable, with Retry-After: not executed", body = ProblemDoc, content_type = "application/problem+json"),
     ),

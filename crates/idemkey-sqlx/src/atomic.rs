@@ -148,6 +148,9 @@ impl<DB: Backend> SqlxStore<DB> {
         };
         let record = match claimed {
             TryClaim::Claimed(claim) => {
+                // A refusal drops the transaction (rolled back) and the turn (this process's
+                // duplicates look again).
+                self.within_caps(&mut tx, request, None).await?;
                 return Ok(AtomicBegin::Execute(AtomicClaim::join(tx, claim, turn)));
             }
             TryClaim::Existing(record) => record,

@@ -139,6 +139,13 @@ pub trait Backend: Database + Sealed {
     /// See [`idemkey_core::Store::sweep`].
     fn sweep(conn: &mut Self::Connection, batch: u32) -> impl Future<Output = Result<u64>> + Send;
 
+    /// What `actor` keeps in the store: its live records and their stored bytes (per-actor
+    /// caps, behaviour §11). Run in the transaction that creates a record, it counts that one.
+    fn actor_usage(
+        conn: &mut Self::Connection,
+        actor: &str,
+    ) -> impl Future<Output = Result<idemkey_core::ActorUsage>> + Send;
+
     /// The derived-key secret kept in the database: `candidate` is stored if there is none
     /// yet, and the stored one returned either way.
     fn load_secret(

@@ -165,7 +165,13 @@ impl<DB: Backend> SqlxStore<DB> {
         let record_id = RecordId::new();
         self.hit(Point::BeforeComplete).await?;
         match DB::insert_completed(&mut tx, request, record_id, stored).await {
-            Ok(true) => {}
+            Ok(true) => {
+                // Over a cap, the handler's writes roll back with the record: not executed.
+                if let Err(error) = self.within_caps(&mut tx, request, Some(stored)).await {
+                    rollback(Some(tx)).await;
+                    return Err(error);
+                }
+            }
             Ok(false) => {
                 rollback(Some(tx)).await;
                 return Ok(Committed::Held);

@@ -1,12 +1,12 @@
 //! The fenced statements whose code is the same on every backend, once: each backend's
 //! `impl Backend` expands [`fenced_statements!`] with its own SQL constants (`INSERT_COMPLETED`, `RECLAIM`,
-//! `COMPLETE`, `RELEASE`, `DISCARD`, `EXTEND`, `FORGET`, `FORGET_VERSION`, `SWEEP`, `SECRET_INSERT`,
+//! `COMPLETE`, `RELEASE`, `DISCARD`, `EXTEND`, `FORGET`, `FORGET_VERSION`, `SWEEP`, `ACTOR_USAGE`, `SECRET_INSERT`,
 //! `SECRET_SELECT`) and its own typed helpers
 //! (`scoped`, `held`, `token_of`) in scope; [`claim_with!`] likewise gives each backend the
 //! claim's upsert-then-lookup.
 
 /// Expands to the `insert_completed`, `reclaim`, `complete`, `release`, `discard`, `extend`,
-/// `forget`, `forget_version`, `sweep`
+/// `forget`, `forget_version`, `sweep`, `actor_usage`
 /// and `load_secret` methods of an `impl Backend` block.
 macro_rules! fenced_statements {
     () => {
@@ -120,6 +120,23 @@ macro_rules! fenced_statements {
                 .await
                 .map_err(store_error)?;
             Ok(done.rows_affected())
+        }
+
+        async fn actor_usage(
+            conn: &mut Self::Connection,
+            actor: &str,
+        ) -> Result<idemkey_core::ActorUsage> {
+            let (records, bytes, next_ms): (i64, i64, i64) = sqlx::query_as(ACTOR_USAGE)
+                .bind(actor)
+                .fetch_one(conn)
+                .await
+                .map_err(store_error)?;
+            let count = |n: i64| u64::try_from(n).unwrap_or(0);
+            Ok(idemkey_core::ActorUsage {
+                records: count(records),
+                bytes: count(bytes),
+                next_expiry: std::time::Duration::from_millis(count(next_ms)),
+            })
         }
 
         async fn load_secret(conn: &mut Self::Connection, candidate: &[u8]) -> Result<Vec<u8>> {

@@ -4,7 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idemkey_core::{
-    Claim, ClaimRequest, DerivedKeys, Error, Record, Result, Scope, Store, StoredResponse, TryClaim,
+    ActorCaps, Claim, ClaimRequest, DerivedKeys, Error, Record, Result, Scope, Store,
+    StoredResponse, TryClaim,
 };
 use sqlx::pool::PoolConnection;
 use sqlx::{Pool, Transaction};
@@ -40,6 +41,8 @@ pub struct SqlxStore<DB: Backend> {
     /// Completed records kept in the process, if enabled (see
     /// [`SqlxStore::with_replay_cache`]); shared by clones.
     pub(crate) cache: Option<Arc<ReplayCache>>,
+    /// Per-actor caps checked as a record is created (see [`SqlxStore::with_actor_caps`]).
+    caps: ActorCaps,
     #[cfg(feature = "failpoints")]
     pub(crate) failpoints: crate::failpoints::Failpoints,
 }
@@ -53,6 +56,7 @@ impl<DB: Backend> Clone for SqlxStore<DB> {
             local: self.local.clone(),
             secret: self.secret.clone(),
             cache: self.cache.clone(),
+            caps: self.caps,
             #[cfg(feature = "failpoints")]
             failpoints: self.failpoints.clone(),
         }
@@ -69,6 +73,7 @@ impl<DB: Backend> SqlxStore<DB> {
             local: Some(Arc::default()),
             secret: Arc::default(),
             cache: None,
+            caps: ActorCaps::new(),
             #[cfg(feature = "failpoints")]
             failpoints: Default::default(),
         }
@@ -87,6 +92,52 @@ impl<DB: Backend> SqlxStore<DB> {
     pub fn with_replay_cache(mut self, ttl: Duration, max_bytes: u64) -> Self {
         self.cache = Some(Arc::new(ReplayCache::new(ttl, max_bytes)));
         self
+    }
+
+    /// The same store with per-actor caps on live records and stored bytes (behaviour §11),
+    /// none by default. A request that would create a new record for an actor at a cap is
+    /// refused with [`Error::ActorCap`] (429) in both modes, before or without executing:
+    /// the check reads the actor's usage in the transaction that creates the record and
+    /// rolls it back. A retry answered from an existing record is never refused.
+    ///
+    /// The check costs one query over the actor's live records per new record. On SQLite
+    /// it is exact (writers are serialized); on PostgreSQL, concurrent requests of one actor
+    /// do not see each other's uncommitted records, so an actor may pass the record cap by
+    /// the number of its requests in flight at once.
+    #[must_use]
+    pub fn with_actor_caps(mut self, caps: ActorCaps) -> Self {
+        self.caps = caps;
+        self
+    }
+
+    /// Checks the per-actor caps on `conn`, inside the transaction creating a record for
+    /// `request` whose stored response (if stored with it) is `stored`.
+    pub(crate) async fn within_caps(
+        &self,
+        conn: &mut DB::Connection,
+        request: &ClaimRequest,
+        stored: Option<&StoredResponse>,
+    ) -> Result<()> {
+        if self.caps.is_unlimited() {
+            return Ok(());
+        }
+        let usage = DB::actor_usage(conn, &request.scope.actor).await?;
+        let new_bytes = stored.map_or(0, |stored| stored.encode().len() as u64);
+        self.caps.check(&usage, new_bytes)
+    }
+
+    /// Lease mode's claim under per-actor caps: the claim and the check in one short write
+    /// transaction, so a refused claim is never visible to other requests.
+    async fn try_claim_capped(&self, request: &ClaimRequest) -> Result<TryClaim> {
+        let mut tx = self.begin_write().await?;
+        let outcome = DB::try_claim(&mut tx, request).await?;
+        if matches!(outcome, TryClaim::Claimed(_)) {
+            // On a refusal the transaction rolls back as it drops.
+            self.within_caps(&mut tx, request, None).await?;
+        }
+        // Like the unconfined claim, a lost reply here is not `OutcomeUnknown`: nothing ran.
+        tx.commit().await.map_err(store_error)?;
+        Ok(outcome)
     }
 
     /// Deletes the scope's record only if operation version `version` wrote it, so that a
@@ -204,6 +255,9 @@ impl<DB: Backend> Store for SqlxStore<DB> {
     async fn try_claim(&self, request: &ClaimRequest) -> Result<TryClaim> {
         // The hook first: a paused request must not hold the writer from the others.
         self.hit(Point::BeforeClaim).await?;
+        if !self.caps.is_unlimited() {
+            return self.try_claim_capped(request).await;
+        }
         let mut conn = self.write_conn().await?;
         // The claim is one statement that commits on its own: a transaction around it would
         // add a BEGIN and a COMMIT round trip. A lost reply is not `OutcomeUnknown` here: at

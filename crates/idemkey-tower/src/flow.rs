@@ -120,6 +120,16 @@ pub(crate) fn store_error(err: &Error) -> Response<Body> {
             return problem_response(&Problem::new(ProblemKind::OutcomeUnknown));
         }
         Error::Unavailable(_) | Error::Contention => {}
+        Error::ActorCap { cap, retry_after } => {
+            tracing::info!(%cap, "actor cap reached; the request was not executed");
+            outcome("actor_cap");
+            let problem = Problem::new(ProblemKind::ActorCapReached)
+                .detail(format!(
+                    "the actor reached its cap on {cap}; the request was not executed"
+                ))
+                .retry_after(*retry_after);
+            return problem_response(&problem);
+        }
         _ => {
             tracing::error!(error = %err, "idempotency store failed; the request was not executed");
             outcome("store_error");

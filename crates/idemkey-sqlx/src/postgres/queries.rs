@@ -123,6 +123,14 @@ const FORGET_VERSION: &str = "DELETE FROM idemkey_records WHERE actor = $1 AND o
 const FORGET: &str =
     "DELETE FROM idemkey_records WHERE actor = $1 AND operation = $2 AND idem_key = $3";
 
+// Per-actor caps (behaviour §11): the primary key's leading column finds the actor's rows.
+const ACTOR_USAGE: &str = concat!(
+    "SELECT count(*), COALESCE(SUM(octet_length(response)), 0)::bigint, ",
+    "COALESCE(MIN(expires_at - clock.t), 0)::bigint FROM idemkey_records, ",
+    clock!(),
+    " WHERE actor = $1 AND expires_at > clock.t"
+);
+
 // SKIP LOCKED: sweepers on several instances take disjoint batches and never wait on a claim.
 // The outer predicate re-checks expiry on the row as it is when deleted, so a row renewed
 // since the inner select survives.

@@ -130,6 +130,14 @@ const SWEEP: &str = concat!(
     now!()
 );
 
+// Per-actor caps (behaviour §11): the primary key's leading column finds the actor's rows.
+const ACTOR_USAGE: &str = concat!(
+    "SELECT count(*), COALESCE(SUM(length(response)), 0), COALESCE(MIN(expires_at) - ",
+    now!(),
+    ", 0) FROM idemkey_records WHERE actor = ?1 AND expires_at > ",
+    now!()
+);
+
 // Two statements, once per process: whoever inserts first, every process reads the same row.
 const SECRET_INSERT: &str =
     "INSERT INTO idemkey_secret (id, secret) VALUES (1, ?1) ON CONFLICT (id) DO NOTHING";
