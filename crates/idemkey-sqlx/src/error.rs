@@ -34,7 +34,9 @@ fn is_transient(db: &dyn DatabaseError) -> bool {
     }
     #[cfg(feature = "sqlite")]
     if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
-        return db.code().is_some_and(|code| crate::sqlite::is_busy(&code));
+        let code = db.code().unwrap_or_default();
+        crate::sqlite::note_fault(&code);
+        return crate::sqlite::is_busy(&code);
     }
     let _ = db;
     false

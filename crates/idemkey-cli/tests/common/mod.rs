@@ -1,7 +1,9 @@
 //! Running `idemkey serve` as a real process and talking to it over real sockets.
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
+pub mod load;
 pub mod pg;
+pub mod relay;
 pub mod storm;
 
 use std::io::{BufRead, BufReader};
@@ -33,7 +35,17 @@ impl Server {
 
     /// Starts a server on the database at `url`; `db` is only remembered.
     pub fn start_url(url: &str, db: &Path, extra: &[&str]) -> Self {
-        let mut args = vec!["serve", "--listen", "127.0.0.1:0", "--database-url", url];
+        Self::spawn("127.0.0.1:0", url, db, extra)
+    }
+
+    /// Starts another server on this one's SQLite file and address (after it died).
+    pub fn again(&self, extra: &[&str]) -> Self {
+        let url = format!("sqlite://{}", self.db.display());
+        Self::spawn(&self.addr.to_string(), &url, &self.db, extra)
+    }
+
+    fn spawn(listen: &str, url: &str, db: &Path, extra: &[&str]) -> Self {
+        let mut args = vec!["serve", "--listen", listen, "--database-url", url];
         args.extend(["--token", "alice=alice-secret", "--token", "bob=bob-secret"]);
         args.extend_from_slice(extra);
         let mut child = Command::new(env!("CARGO_BIN_EXE_idemkey"))

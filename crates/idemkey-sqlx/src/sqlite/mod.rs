@@ -3,11 +3,14 @@
 mod queries;
 
 use std::str::FromStr;
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use idemkey_core::Result;
+use sqlx::pool::PoolConnectionMetadata;
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+    SqliteSynchronous,
 };
 use sqlx::{Connection, Sqlite};
 
@@ -46,10 +49,12 @@ impl SqlxStore<Sqlite> {
     /// transactions take a ninth connection of their own, one at a time (see
     /// [`SqlxStore::begin_write`]).
     ///
-    /// A pooled connection that still counts as inside a transaction is closed rather than
-    /// handed out: after a failed `COMMIT` (a full disk), SQLite has already rolled back, the
-    /// driver's `ROLLBACK` fails, and the connection would otherwise refuse every later
-    /// `BEGIN`. Give pools made elsewhere (for [`SqlxStore::from_pool`]) the same check.
+    /// A pooled connection is closed rather than handed out (see `reusable`) when it still
+    /// counts as inside a transaction, or was opened before the last I/O or read-only error:
+    /// after a failed `COMMIT` (a full disk), SQLite has already rolled back, the driver's
+    /// `ROLLBACK` fails, and the connection would otherwise refuse every later `BEGIN`; after
+    /// the file was read-only for a while, SQLite keeps the connection read-only for good.
+    /// Pools made elsewhere (for [`SqlxStore::from_pool`]) get neither check.
     ///
     /// A database file that does not exist yet is created readable and writable by its owner
     /// only (0600 on Unix, whatever the umask): it holds stored responses and raw keys, and
@@ -62,7 +67,7 @@ impl SqlxStore<Sqlite> {
             // A ping is a round trip to the connection's worker thread on every acquire, and
             // a connection to a local file has no peer that could have gone away.
             .test_before_acquire(false)
-            .before_acquire(|conn, _| Box::pin(async move { Ok(!conn.is_in_transaction()) }))
+            .before_acquire(|conn, meta| Box::pin(async move { Ok(reusable(conn, &meta)) }))
             .connect_with(options)
             .await
             .map_err(store_error)?;
@@ -126,9 +131,41 @@ pub(crate) fn writer_pool(pool: &SqlitePool) -> SqlitePool {
         .max_connections(1)
         .test_before_acquire(false)
         .acquire_timeout(options.get_acquire_timeout().min(DEFAULT_BUSY_TIMEOUT))
-        // See connect_with: a connection left inside a transaction is closed, not reused.
-        .before_acquire(|conn, _| Box::pin(async move { Ok(!conn.is_in_transaction()) }))
+        // See `reusable`.
+        .before_acquire(|conn, meta| Box::pin(async move { Ok(reusable(conn, &meta)) }))
         .connect_lazy_with((*pool.connect_options()).clone())
+}
+
+/// When this process last met a read-only or I/O error on a SQLite database: connections
+/// opened before it are not reused (see [`reusable`]).
+static LAST_FAULT: Mutex<Option<Instant>> = Mutex::new(None);
+
+/// Notes a read-only (`SQLITE_READONLY`, 8) or I/O (`SQLITE_IOERR`, 10) error, with any
+/// extended code. SQLite reopens a file it could not write read-only and keeps it so, and
+/// an I/O error may leave the connection's pager in its error state: such a connection
+/// never writes again, though the file is writable again (a remount, a freed disk), so the
+/// pools replace every connection that may have met it.
+pub(crate) fn note_fault(code: &str) {
+    if code
+        .parse::<i32>()
+        .is_ok_and(|c| matches!(c & 0xff, 8 | 10))
+    {
+        *LAST_FAULT
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Instant::now());
+    }
+}
+
+/// Whether a pooled connection may be handed out: not inside a transaction, and opened after
+/// the last fault [`note_fault`] saw. Replacing a connection costs an open of the file.
+fn reusable(conn: &SqliteConnection, meta: &PoolConnectionMetadata) -> bool {
+    let last_fault = *LAST_FAULT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let opened = Instant::now().checked_sub(meta.age);
+    let before_fault =
+        matches!((opened, last_fault), (Some(opened), Some(fault)) if opened <= fault);
+    !conn.is_in_transaction() && !before_fault
 }
 
 impl crate::backend::Sealed for Sqlite {}
