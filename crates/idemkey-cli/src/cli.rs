@@ -28,6 +28,11 @@ pub(crate) enum Command {
     ///
     /// Exit status: 0 no case failed, 1 a case failed, 2 usage or connection error.
     Check(idemkey_check::CheckArgs),
+    /// Put idempotency keys in front of any HTTP API: a reverse proxy in lease mode.
+    ///
+    /// The first line on stdout names the proxy's address and its admin address
+    /// (`/healthz`, `/metrics`).
+    Proxy(crate::proxy::ProxyArgs),
     /// Measure what idempotency costs: against a running service (--url) or one it starts.
     ///
     /// Each workload alternates its two sides in short rounds on one server; prints tables
@@ -44,6 +49,7 @@ impl Command {
             Self::Forget(args) => crate::maintenance::forget(args).await,
             Self::Check(args) => Ok(idemkey_check::run(args).await.into()),
             Self::Bench(args) => crate::bench::run(args).await,
+            Self::Proxy(args) => crate::proxy::run(args).await,
         }
     }
 }
@@ -105,19 +111,8 @@ pub(crate) struct ServeArgs {
     /// the database, so the same for every instance and restart.
     #[arg(long, env = "IDEMKEY_SECRET", hide_env_values = true, value_parser = parse_secret)]
     pub(crate) secret: Option<String>,
-    /// How long a client may take to send a request's headers, also the longest a
-    /// keep-alive connection stays idle, e.g. `10s`.
-    #[arg(long, env = "IDEMKEY_HEADER_TIMEOUT", default_value = "10s", value_parser = parse_timeout,
-        hide_short_help = true)]
-    pub(crate) header_timeout: Duration,
-    /// How long a request body may go without sending a byte, e.g. `10s`.
-    #[arg(long, env = "IDEMKEY_BODY_TIMEOUT", default_value = "10s", value_parser = parse_timeout,
-        hide_short_help = true)]
-    pub(crate) body_timeout: Duration,
-    /// Connections open at once; more wait to be accepted.
-    #[arg(long, env = "IDEMKEY_MAX_CONNECTIONS", default_value_t = 1024,
-        value_parser = clap::value_parser!(u32).range(1..=1_000_000), hide_short_help = true)]
-    pub(crate) max_connections: u32,
+    #[command(flatten)]
+    pub(crate) connections: ConnectionArgs,
     /// Most live idempotency records one actor may hold; a request that would create one
     /// more is answered 429 `actor-cap-reached`, not executed. Unlimited by default.
     #[arg(long, env = "IDEMKEY_MAX_RECORDS_PER_ACTOR", value_name = "N",
@@ -152,7 +147,7 @@ pub(crate) struct ForgetArgs {
     pub(crate) key: String,
 }
 
-fn parse_secret(value: &str) -> Result<String, String> {
+pub(crate) fn parse_secret(value: &str) -> Result<String, String> {
     if value.is_empty() {
         return Err("the secret must not be empty".into());
     }
@@ -169,7 +164,25 @@ fn parse_token(value: &str) -> Result<(String, String), String> {
     }
 }
 
-impl ServeArgs {
+/// Bounds on clients' connections, shared by `serve` and `proxy`.
+#[derive(Debug, Args)]
+pub(crate) struct ConnectionArgs {
+    /// How long a client may take to send a request's headers, also the longest a
+    /// keep-alive connection stays idle, e.g. `10s`.
+    #[arg(long, env = "IDEMKEY_HEADER_TIMEOUT", default_value = "10s", value_parser = parse_timeout,
+        hide_short_help = true)]
+    pub(crate) header_timeout: Duration,
+    /// How long a request body may go without sending a byte, e.g. `10s`.
+    #[arg(long, env = "IDEMKEY_BODY_TIMEOUT", default_value = "10s", value_parser = parse_timeout,
+        hide_short_help = true)]
+    pub(crate) body_timeout: Duration,
+    /// Connections open at once; more wait to be accepted.
+    #[arg(long, env = "IDEMKEY_MAX_CONNECTIONS", default_value_t = 1024,
+        value_parser = clap::value_parser!(u32).range(1..=1_000_000), hide_short_help = true)]
+    pub(crate) max_connections: u32,
+}
+
+impl ConnectionArgs {
     /// The bounds on clients' connections.
     pub(crate) fn limits(&self) -> crate::listen::Limits {
         crate::listen::Limits {
@@ -217,7 +230,7 @@ fn parse_size(value: &str) -> Result<u64, String> {
         .ok_or_else(|| rule.to_owned())
 }
 
-fn parse_timeout(value: &str) -> Result<Duration, String> {
+pub(crate) fn parse_timeout(value: &str) -> Result<Duration, String> {
     duration_at_least(
         value,
         Duration::from_millis(100),
@@ -236,7 +249,7 @@ fn parse_cache_ttl(value: &str) -> Result<Duration, String> {
     Ok(ttl)
 }
 
-fn parse_retention(value: &str) -> Result<Duration, String> {
+pub(crate) fn parse_retention(value: &str) -> Result<Duration, String> {
     duration_at_least(
         value,
         Duration::from_secs(1),
@@ -245,7 +258,7 @@ fn parse_retention(value: &str) -> Result<Duration, String> {
     )
 }
 
-fn parse_lease(value: &str) -> Result<Duration, String> {
+pub(crate) fn parse_lease(value: &str) -> Result<Duration, String> {
     duration_at_least(
         value,
         Duration::from_millis(100),

@@ -1,19 +1,22 @@
-//! The HTTP/1.1 server of `idemkey serve`, with the bounds that keep slow or hostile clients
+//! The HTTP/1.1 server of `idemkey serve` and `idemkey proxy`, with the bounds that keep slow or hostile clients
 //! from exhausting it (behaviour §11): a header read timeout, a body inactivity timeout and a
 //! cap on open connections. `axum::serve` has none of them: a client that sent half its
 //! headers kept its connection, and a file descriptor, for as long as it liked.
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::ConnectInfo;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tower::ServiceExt;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 
 /// How long an accept error (out of file descriptors) pauses accepting.
@@ -48,14 +51,20 @@ pub(crate) async fn serve(
             accepted = accept(&listener, &slots) => accepted,
             () = &mut shutdown => break,
         };
-        let Some((stream, slot)) = accepted else {
+        let Some((stream, peer, slot)) = accepted else {
             break;
         };
         let mut builder = http1::Builder::new();
         builder
             .timer(TokioTimer::new())
             .header_read_timeout(limits.header_read_timeout);
-        let service = TowerToHyperService::new(app.clone());
+        // The client's address, for handlers that name it (the proxy's `X-Forwarded-For`).
+        let service = TowerToHyperService::new(app.clone().map_request(
+            move |mut request: http::Request<hyper::body::Incoming>| {
+                request.extensions_mut().insert(ConnectInfo(peer));
+                request
+            },
+        ));
         let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
             if let Err(error) = connection.await {
@@ -72,11 +81,11 @@ pub(crate) async fn serve(
 async fn accept(
     listener: &TcpListener,
     slots: &Arc<Semaphore>,
-) -> Option<(TcpStream, OwnedSemaphorePermit)> {
+) -> Option<(TcpStream, SocketAddr, OwnedSemaphorePermit)> {
     let slot = slots.clone().acquire_owned().await.ok()?;
     loop {
         match listener.accept().await {
-            Ok((stream, _)) => return Some((stream, slot)),
+            Ok((stream, peer)) => return Some((stream, peer, slot)),
             Err(error) => {
                 tracing::warn!(%error, "accept failed");
                 tokio::time::sleep(ACCEPT_BACKOFF).await;

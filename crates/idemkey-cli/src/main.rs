@@ -7,6 +7,7 @@ mod cli;
 mod database;
 mod listen;
 mod maintenance;
+mod proxy;
 mod serve;
 
 use std::process::ExitCode;

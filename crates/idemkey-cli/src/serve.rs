@@ -30,7 +30,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn init_tracing() {
+pub(crate) fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // A second initialisation (tests running serve twice in one process) is harmless.
@@ -111,7 +111,7 @@ async fn serve<DB: NotesDb>(
     let sweeper = Sweeper::spawn(store.clone(), every);
     let executions = config.executions.clone();
     let app = router(store.clone(), config);
-    crate::listen::serve(listener, app, args.limits(), shutdown()).await;
+    crate::listen::serve(listener, app, args.connections.limits(), shutdown()).await;
     // Handlers whose clients left still run in their own tasks: let them store or commit.
     executions.wait().await;
     sweeper.stop().await;
@@ -138,7 +138,7 @@ fn announce(config: &NotesConfig, args: &ServeArgs, addr: std::net::SocketAddr) 
     let _ = out.flush();
 }
 
-async fn shutdown() {
+pub(crate) async fn shutdown() {
     let interrupt = async {
         let _ = tokio::signal::ctrl_c().await;
     };

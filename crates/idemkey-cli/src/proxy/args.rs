@@ -1,0 +1,51 @@
+//! The flags of `idemkey proxy` (behaviour §14).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::cli::{ConnectionArgs, parse_lease, parse_retention, parse_secret};
+
+/// `idemkey proxy --upstream URL ...`.
+#[derive(Debug, Args)]
+pub(crate) struct ProxyArgs {
+    /// The API to put idempotency keys in front of: `http://HOST:PORT[/BASE]`.
+    #[arg(long, env = "IDEMKEY_UPSTREAM")]
+    pub(crate) upstream: String,
+    /// The address clients connect to (port 0 picks a free one; the address is printed).
+    #[arg(long, env = "IDEMKEY_LISTEN", default_value = "127.0.0.1:8080")]
+    pub(crate) listen: SocketAddr,
+    /// The address of `/healthz` and `/metrics`, apart from the upstream's paths.
+    #[arg(long, env = "IDEMKEY_ADMIN_LISTEN", default_value = "127.0.0.1:9090")]
+    pub(crate) admin_listen: SocketAddr,
+    /// Where the records are: `sqlite://FILE` or `postgres://...` (several proxies).
+    #[arg(
+        long,
+        env = "IDEMKEY_DATABASE_URL",
+        hide_env_values = true,
+        default_value = "sqlite://idemkey-proxy.db"
+    )]
+    pub(crate) database_url: String,
+    /// A TOML file: covered routes, keys required per route, mismatch status, waits,
+    /// fingerprint headers, the actor's source, the upstream's timeout (docs/proxy.md).
+    #[arg(long, env = "IDEMKEY_PROXY_CONFIG", value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+    /// How long completed records are kept, e.g. `24h`, `90m`.
+    #[arg(long, env = "IDEMKEY_RETENTION", default_value = "24h", value_parser = parse_retention)]
+    pub(crate) retention: Duration,
+    /// How long a claim holds its key, renewed while the upstream works; a crashed proxy's
+    /// claims block retries (409) this long, e.g. `30s`.
+    #[arg(long, env = "IDEMKEY_LEASE", default_value = "30s", value_parser = parse_lease)]
+    pub(crate) lease: Duration,
+    /// The secret behind derived keys. Unset, the store's own is used: made once and kept in
+    /// the database, so the same for every proxy and restart.
+    #[arg(long, env = "IDEMKEY_SECRET", hide_env_values = true, value_parser = parse_secret)]
+    pub(crate) secret: Option<String>,
+    /// Where your API documents problem types: each `type` is this URL followed by the slug.
+    #[arg(long, env = "IDEMKEY_PROBLEM_BASE", value_name = "URL")]
+    pub(crate) problem_base: Option<String>,
+    #[command(flatten)]
+    pub(crate) connections: ConnectionArgs,
+}

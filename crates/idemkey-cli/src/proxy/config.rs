@@ -1,0 +1,333 @@
+//! `idemkey proxy --config FILE`: what flags cannot say well, in TOML (behaviour §14). Every
+//! setting has a default, so the file, and each of its tables, is optional.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use http::{HeaderName, Method, StatusCode};
+use serde::Deserialize;
+
+/// The whole file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ProxyConfig {
+    /// The covered routes, first match wins. None: POST and PATCH on every path, key optional.
+    #[serde(default, rename = "route")]
+    pub(crate) routes: Vec<RouteConfig>,
+    /// Who the actor of a request is.
+    #[serde(default)]
+    pub(crate) actor: ActorConfig,
+    /// How the upstream is called.
+    #[serde(default)]
+    pub(crate) upstream: UpstreamConfig,
+}
+
+/// One covered route: methods and a path pattern, with its own settings.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RouteConfig {
+    /// Methods covered (default POST and PATCH).
+    #[serde(default = "default_methods")]
+    pub(crate) methods: Vec<String>,
+    /// An exact path (`/v1/payments`), or a prefix ending in `*` (`/v1/*`, `*` for all).
+    #[serde(default = "default_path")]
+    pub(crate) path: String,
+    /// Whether a request without a key is refused (400 `key-missing`) or forwarded unrecorded.
+    #[serde(default)]
+    pub(crate) require_key: bool,
+    /// The status of `key-reused` (default 422).
+    pub(crate) mismatch_status: Option<u16>,
+    /// How long a duplicate waits for a running original before 409 (default: no wait).
+    pub(crate) wait_in_flight: Option<String>,
+    /// Request headers that count in the fingerprint.
+    #[serde(default)]
+    pub(crate) fingerprint_headers: Vec<String>,
+}
+
+/// Where the actor comes from: a digest of the client's credentials by default.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ActorConfig {
+    /// A header whose value is the credential (default `authorization`); the actor is its
+    /// digest, never the value.
+    pub(crate) header: Option<String>,
+    /// A cookie whose value is the credential, digested like a header.
+    pub(crate) cookie: Option<String>,
+    /// A header set by a trusted gateway in front, naming the actor as is. Only safe if
+    /// clients cannot reach the proxy without passing that gateway.
+    pub(crate) trusted_header: Option<String>,
+    /// Requests without credentials share one actor, `anonymous`, instead of 401.
+    #[serde(default)]
+    pub(crate) anonymous: bool,
+}
+
+/// How the upstream is called.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct UpstreamConfig {
+    /// The longest the upstream may take to answer a request's head (default 30 s).
+    pub(crate) timeout: Option<String>,
+    /// The header carrying the record's derived key to the upstream (default
+    /// `idempotency-derived-key`).
+    pub(crate) derived_key_header: Option<String>,
+    /// What a failure after the request was sent does: `store` (default) or `release`.
+    pub(crate) unknown_outcome: Option<String>,
+}
+
+fn default_methods() -> Vec<String> {
+    vec!["POST".into(), "PATCH".into()]
+}
+
+fn default_path() -> String {
+    "*".into()
+}
+
+impl ProxyConfig {
+    /// Reads and checks the file; every error names the file.
+    pub(crate) fn load(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let config: Self =
+            toml::from_str(&text).with_context(|| format!("invalid config {}", path.display()))?;
+        config
+            .check()
+            .with_context(|| format!("invalid config {}", path.display()))?;
+        Ok(config)
+    }
+
+    /// Parses every value once, so that a bad one fails at start-up, not per request.
+    fn check(&self) -> anyhow::Result<()> {
+        for route in &self.routes {
+            route.parsed()?;
+        }
+        self.actor.source()?;
+        self.upstream.timeout()?;
+        self.upstream.derived_key_header()?;
+        self.upstream.release_unknown()?;
+        Ok(())
+    }
+
+    /// The routes, or the default one.
+    pub(crate) fn routes(&self) -> anyhow::Result<Vec<Route>> {
+        if self.routes.is_empty() {
+            return Ok(vec![Route::default_route()]);
+        }
+        self.routes.iter().map(RouteConfig::parsed).collect()
+    }
+}
+
+/// A route, parsed.
+#[derive(Clone, Debug)]
+pub(crate) struct Route {
+    pub(crate) methods: Vec<Method>,
+    pub(crate) path: PathPattern,
+    pub(crate) require_key: bool,
+    pub(crate) mismatch_status: Option<StatusCode>,
+    pub(crate) wait_in_flight: Option<Duration>,
+    pub(crate) fingerprint_headers: Vec<HeaderName>,
+}
+
+/// An exact path or a prefix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum PathPattern {
+    Exact(String),
+    Prefix(String),
+}
+
+impl PathPattern {
+    fn parse(pattern: &str) -> anyhow::Result<Self> {
+        if !pattern.starts_with('/') && pattern != "*" {
+            bail!("a route's path must start with '/' or be '*': {pattern:?}");
+        }
+        Ok(match pattern.strip_suffix('*') {
+            Some(prefix) => Self::Prefix(prefix.to_owned()),
+            None => Self::Exact(pattern.to_owned()),
+        })
+    }
+
+    pub(crate) fn matches(&self, path: &str) -> bool {
+        match self {
+            Self::Exact(exact) => path == exact,
+            Self::Prefix(prefix) => path.starts_with(prefix.as_str()),
+        }
+    }
+}
+
+impl Route {
+    fn default_route() -> Self {
+        Self {
+            methods: vec![Method::POST, Method::PATCH],
+            path: PathPattern::Prefix(String::new()),
+            require_key: false,
+            mismatch_status: None,
+            wait_in_flight: None,
+            fingerprint_headers: Vec::new(),
+        }
+    }
+
+    /// Whether a request with this method and path is this route's.
+    pub(crate) fn matches(&self, method: &Method, path: &str) -> bool {
+        self.methods.contains(method) && self.path.matches(path)
+    }
+}
+
+impl RouteConfig {
+    fn parsed(&self) -> anyhow::Result<Route> {
+        let methods = self
+            .methods
+            .iter()
+            .map(|m| Method::from_bytes(m.to_ascii_uppercase().as_bytes()))
+            .collect::<Result<Vec<_>, _>>()
+            .context("invalid method")?;
+        let mismatch_status = self
+            .mismatch_status
+            .map(|status| {
+                StatusCode::from_u16(status)
+                    .ok()
+                    .filter(|s| s.is_client_error())
+                    .with_context(|| format!("mismatch_status must be a 4xx status: {status}"))
+            })
+            .transpose()?;
+        let wait_in_flight = self.wait_in_flight.as_deref().map(duration).transpose()?;
+        let fingerprint_headers = self
+            .fingerprint_headers
+            .iter()
+            .map(|name| header_name(name))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok(Route {
+            methods,
+            path: PathPattern::parse(&self.path)?,
+            require_key: self.require_key,
+            mismatch_status,
+            wait_in_flight,
+            fingerprint_headers,
+        })
+    }
+}
+
+/// Where the credential of a request is read.
+#[derive(Clone, Debug)]
+pub(crate) enum ActorSource {
+    /// A digest of this header's value.
+    Header(HeaderName),
+    /// A digest of this cookie's value.
+    Cookie(String),
+    /// This header's value as is (a trusted gateway sets it).
+    Trusted(HeaderName),
+}
+
+impl ActorConfig {
+    /// The one source configured; several are an error.
+    pub(crate) fn source(&self) -> anyhow::Result<ActorSource> {
+        match (&self.header, &self.cookie, &self.trusted_header) {
+            (None, None, None) => Ok(ActorSource::Header(http::header::AUTHORIZATION)),
+            (Some(header), None, None) => Ok(ActorSource::Header(header_name(header)?)),
+            (None, Some(cookie), None) if !cookie.is_empty() => {
+                Ok(ActorSource::Cookie(cookie.clone()))
+            }
+            (None, None, Some(header)) => Ok(ActorSource::Trusted(header_name(header)?)),
+            _ => bail!("[actor]: set one of header, cookie (non-empty) or trusted_header"),
+        }
+    }
+}
+
+impl UpstreamConfig {
+    pub(crate) fn timeout(&self) -> anyhow::Result<Duration> {
+        self.timeout
+            .as_deref()
+            .map_or(Ok(Duration::from_secs(30)), duration)
+    }
+
+    pub(crate) fn derived_key_header(&self) -> anyhow::Result<HeaderName> {
+        header_name(
+            self.derived_key_header
+                .as_deref()
+                .unwrap_or("idempotency-derived-key"),
+        )
+    }
+
+    /// Whether an unknown outcome releases the claim (`release`) rather than storing the
+    /// 502 (`store`, the default).
+    pub(crate) fn release_unknown(&self) -> anyhow::Result<bool> {
+        match self.unknown_outcome.as_deref() {
+            None | Some("store") => Ok(false),
+            Some("release") => Ok(true),
+            Some(other) => bail!("unknown_outcome must be \"store\" or \"release\": {other:?}"),
+        }
+    }
+}
+
+fn duration(value: &str) -> anyhow::Result<Duration> {
+    humantime::parse_duration(value).with_context(|| format!("invalid duration {value:?}"))
+}
+
+fn header_name(name: &str) -> anyhow::Result<HeaderName> {
+    HeaderName::from_bytes(name.as_bytes()).with_context(|| format!("invalid header name {name:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> anyhow::Result<ProxyConfig> {
+        let config: ProxyConfig = toml::from_str(text)?;
+        config.check()?;
+        Ok(config)
+    }
+
+    #[test]
+    fn an_empty_file_covers_post_and_patch_everywhere() {
+        let routes = parse("").unwrap().routes().unwrap();
+        assert_eq!(routes.len(), 1);
+        assert!(routes[0].matches(&Method::PATCH, "/any/path"));
+        assert!(!routes[0].matches(&Method::PUT, "/any/path"));
+        assert!(!routes[0].require_key);
+    }
+
+    #[test]
+    fn routes_parse_with_their_settings() {
+        let config = parse(
+            r#"
+            [[route]]
+            methods = ["post"]
+            path = "/v1/payments*"
+            require_key = true
+            mismatch_status = 409
+            wait_in_flight = "2s"
+            fingerprint_headers = ["x-tenant"]
+            [actor]
+            trusted_header = "x-user"
+            [upstream]
+            timeout = "5s"
+            unknown_outcome = "release"
+            "#,
+        )
+        .unwrap();
+        let route = &config.routes().unwrap()[0];
+        assert!(route.matches(&Method::POST, "/v1/payments/7"));
+        assert!(!route.matches(&Method::POST, "/v1/refunds"));
+        assert_eq!(route.mismatch_status, Some(StatusCode::CONFLICT));
+        assert_eq!(route.wait_in_flight, Some(Duration::from_secs(2)));
+        assert!(matches!(
+            config.actor.source().unwrap(),
+            ActorSource::Trusted(_)
+        ));
+        assert!(config.upstream.release_unknown().unwrap());
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        for bad in [
+            "[[route]]\npath = \"v1\"",
+            "[[route]]\nmismatch_status = 500",
+            "[[route]]\nwait_in_flight = \"soon\"",
+            "[[route]]\nmethods = [\"BAD METHOD\"]",
+            "[actor]\nheader = \"a\"\ncookie = \"b\"",
+            "[upstream]\nunknown_outcome = \"maybe\"",
+            "[upstream]\nbogus = 1",
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+}

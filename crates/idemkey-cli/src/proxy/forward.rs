@@ -1,0 +1,241 @@
+//! Forwarding a request to the upstream over a pooled keep-alive client, and what the
+//! outcome of that call means for the record (behaviour §14): an answer is the upstream's to
+//! store or release; a refused connection means nothing was sent; a failure after sending
+//! leaves the outcome unknown.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use bytes::BytesMut;
+use futures_util::StreamExt;
+use http::{HeaderName, HeaderValue, Request, Response, Uri};
+use http_body_util::BodyExt;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use idemkey_core::{DerivedKeys, Problem, Verdict};
+use idemkey_tower::{NotExecuted, problem_response};
+
+use super::headers::{add_forwarded, strip_hop_by_hop};
+
+/// The upstream's address: `http://HOST:PORT` and an optional base path.
+#[derive(Clone, Debug)]
+pub(crate) struct Upstream {
+    authority: http::uri::Authority,
+    base: String,
+}
+
+impl Upstream {
+    /// Parses `--upstream`; only `http://` (a proxy in front of a local or internal service).
+    pub(crate) fn parse(url: &str) -> anyhow::Result<Self> {
+        let uri: Uri = url
+            .parse()
+            .with_context(|| format!("invalid --upstream {url:?}"))?;
+        if uri.scheme_str() != Some("http") {
+            bail!("--upstream must be an http:// URL: {url:?}");
+        }
+        if uri.query().is_some() {
+            bail!("--upstream must not have a query: {url:?}");
+        }
+        let authority = uri
+            .authority()
+            .cloned()
+            .with_context(|| format!("--upstream has no host: {url:?}"))?;
+        let base = uri.path().trim_end_matches('/').to_owned();
+        Ok(Self { authority, base })
+    }
+
+    fn uri(&self, sent: &Uri) -> Result<Uri, http::Error> {
+        let path = sent.path_and_query().map_or("/", |p| p.as_str());
+        Uri::builder()
+            .scheme("http")
+            .authority(self.authority.clone())
+            .path_and_query(format!("{}{path}", self.base))
+            .build()
+    }
+}
+
+impl std::fmt::Display for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "http://{}{}", self.authority, self.base)
+    }
+}
+
+/// The service at the bottom of the proxy: sends the request upstream.
+#[derive(Clone)]
+pub(crate) struct Forward {
+    client: Client<HttpConnector, Body>,
+    upstream: Upstream,
+    timeout: Duration,
+    derived_key_header: HeaderName,
+    release_unknown: bool,
+}
+
+impl Forward {
+    pub(crate) fn new(
+        upstream: Upstream,
+        timeout: Duration,
+        derived_key_header: HeaderName,
+        release_unknown: bool,
+    ) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(timeout));
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(60))
+            .build(connector);
+        Self {
+            client,
+            upstream,
+            timeout,
+            derived_key_header,
+            release_unknown,
+        }
+    }
+
+    async fn forward(self, request: Request<Body>) -> Response<Body> {
+        let (mut parts, body) = request.into_parts();
+        let peer = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|info| info.0);
+        parts.uri = match self.upstream.uri(&parts.uri) {
+            Ok(uri) => uri,
+            Err(error) => return bad_target(&error),
+        };
+        strip_hop_by_hop(&mut parts.headers);
+        add_forwarded(&mut parts.headers, peer);
+        // The same for every execution of one record: an upstream that deduplicates on it
+        // turns a re-execution after a crash or a lost reply into a no-op.
+        if let Some(keys) = parts.extensions.get::<DerivedKeys>()
+            && let Ok(value) = HeaderValue::from_str(&keys.key("upstream"))
+        {
+            parts.headers.insert(self.derived_key_header.clone(), value);
+        }
+        let recorded = parts.extensions.get::<DerivedKeys>().is_some();
+        parts.version = http::Version::HTTP_11;
+        let sent = self.client.request(Request::from_parts(parts, body));
+        match tokio::time::timeout(self.timeout, sent).await {
+            Ok(Ok(response)) => {
+                let (mut parts, body) = response.into_parts();
+                strip_hop_by_hop(&mut parts.headers);
+                if !recorded {
+                    return Response::from_parts(parts, Body::new(body));
+                }
+                match tokio::time::timeout(self.timeout, read_head(Body::new(body))).await {
+                    Ok(Ok(body)) => Response::from_parts(parts, body),
+                    Ok(Err(error)) => self.unknown(&error.to_string()),
+                    Err(_elapsed) => self.unknown("the body did not arrive within the timeout"),
+                }
+            }
+            Ok(Err(error)) if error.is_connect() => unreachable(&error),
+            Ok(Err(error)) => self.unknown(&error.to_string()),
+            Err(_elapsed) => self.unknown("no answer within the upstream timeout"),
+        }
+    }
+
+    /// Sent, then no answer: the upstream may or may not have acted. Stored by default, so a
+    /// retry is told the same and never executes twice silently.
+    fn unknown(&self, cause: &str) -> Response<Body> {
+        tracing::warn!(cause, "upstream outcome unknown");
+        let problem = Problem::custom(
+            "upstream-outcome-unknown",
+            "The upstream's outcome is unknown",
+            502,
+        )
+        .detail("the request was sent upstream, which did not answer: it may or may not have taken effect");
+        let mut response = problem_response(&problem);
+        let verdict = if self.release_unknown {
+            Verdict::Release
+        } else {
+            Verdict::Store
+        };
+        response.extensions_mut().insert(verdict);
+        response
+    }
+}
+
+/// The most of a recorded answer's body read before it is handed on: the layer's storage
+/// limit (`Config::storage_limit`). A longer body is streamed, and stored without its body.
+const READ_AHEAD: usize = 1024 * 1024;
+
+/// Reads a recorded answer's body up to [`READ_AHEAD`], so that a connection lost
+/// mid-body is an unknown outcome (the upstream acted, the answer is lost), never a half
+/// body stored or a claim released for a retry to execute again. The rest of a longer body
+/// follows as a stream.
+async fn read_head(mut body: Body) -> Result<Body, axum::Error> {
+    let mut head = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        // Trailers are not forwarded: HTTP/1.1 clients rarely ask for them.
+        if let Ok(data) = frame?.into_data() {
+            head.extend_from_slice(&data);
+        }
+        if head.len() > READ_AHEAD {
+            let head = futures_util::stream::once(async move { Ok(head.freeze()) });
+            return Ok(Body::from_stream(head.chain(body.into_data_stream())));
+        }
+    }
+    Ok(Body::from(head.freeze()))
+}
+
+/// Not connected, so nothing was sent: the claim is given back.
+fn unreachable(error: &hyper_util::client::legacy::Error) -> Response<Body> {
+    tracing::warn!(%error, "upstream unreachable");
+    let problem = Problem::custom(
+        "upstream-unreachable",
+        "The upstream could not be reached",
+        502,
+    )
+    .detail("the request was not forwarded; retry with the same key");
+    let mut response = problem_response(&problem);
+    response.extensions_mut().insert(NotExecuted);
+    response
+}
+
+fn bad_target(error: &http::Error) -> Response<Body> {
+    tracing::debug!(%error, "request target not forwardable");
+    let problem = Problem::custom("bad-target", "The request target cannot be forwarded", 400);
+    let mut response = problem_response(&problem);
+    response.extensions_mut().insert(NotExecuted);
+    response
+}
+
+impl tower::Service<Request<Body>> for Forward {
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<Body>) -> Self::Future {
+        let this = self.clone();
+        Box::pin(async move { Ok(this.forward(request).await) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upstream_urls_are_checked_and_joined() {
+        let upstream = Upstream::parse("http://127.0.0.1:9000/api/").unwrap();
+        let sent: Uri = "/v1/x?a=1".parse().unwrap();
+        assert_eq!(
+            upstream.uri(&sent).unwrap(),
+            "http://127.0.0.1:9000/api/v1/x?a=1"
+        );
+        for bad in ["https://x", "127.0.0.1:9000", "http://x/?q=1", "ftp://x"] {
+            assert!(Upstream::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

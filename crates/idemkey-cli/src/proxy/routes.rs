@@ -1,0 +1,89 @@
+//! Which requests the proxy records: each covered route gets an [`IdempotencyLayer`] of its
+//! own settings over the same store and forwarder; the rest are forwarded unrecorded.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use http::request::Parts;
+use http::{Request, Response};
+use idemkey_core::{Operation, Store};
+use idemkey_tower::{Config, Executions, IdempotencyLayer};
+use tower::util::BoxCloneSyncService;
+use tower::{Layer, ServiceExt};
+
+use super::actor::ProxyActor;
+use super::config::Route;
+use super::forward::Forward;
+
+/// What the proxy serves: one boxed service for every request.
+pub(crate) type ProxyService = BoxCloneSyncService<Request<Body>, Response<Body>, Infallible>;
+
+/// Settings every route shares.
+pub(crate) struct Shared {
+    pub(crate) actor: ProxyActor,
+    pub(crate) retention: Duration,
+    pub(crate) lease: Duration,
+    pub(crate) secret: Option<Arc<[u8]>>,
+    pub(crate) executions: Executions,
+}
+
+/// The operation of a proxied request: its method and path as sent (no route templates are
+/// known). The version is fixed: the upstream's own versions are not visible here.
+fn operation(parts: &Parts) -> Operation {
+    Operation::new(format!("{} {}", parts.method, parts.uri.path()), "proxy")
+}
+
+fn config(route: &Route, shared: &Shared) -> Config {
+    let mut config = Config::default()
+        .methods(route.methods.clone())
+        .require_key(route.require_key)
+        .actor(shared.actor.clone())
+        .operation(operation)
+        .retention(shared.retention)
+        .lease(shared.lease);
+    if let Some(status) = route.mismatch_status {
+        config = config.mismatch_status(status);
+    }
+    if let Some(bound) = route.wait_in_flight {
+        config = config.wait_in_flight(bound);
+    }
+    for name in &route.fingerprint_headers {
+        config = config.fingerprint_header(name.clone());
+    }
+    match &shared.secret {
+        Some(secret) => config.secret(secret.clone()),
+        None => config,
+    }
+}
+
+/// The proxy's service: the first route matching a request's method and path records it.
+pub(crate) fn service<S: Store>(
+    store: &S,
+    routes: &[Route],
+    shared: &Shared,
+    forward: Forward,
+) -> ProxyService {
+    let covered: Arc<Vec<(Route, ProxyService)>> = Arc::new(
+        routes
+            .iter()
+            .map(|route| {
+                let layer = IdempotencyLayer::with_config(store.clone(), config(route, shared))
+                    .with_executions(shared.executions.clone());
+                (
+                    route.clone(),
+                    BoxCloneSyncService::new(layer.layer(forward.clone())),
+                )
+            })
+            .collect(),
+    );
+    let unrecorded = BoxCloneSyncService::new(forward);
+    BoxCloneSyncService::new(tower::service_fn(move |request: Request<Body>| {
+        let chosen = covered
+            .iter()
+            .find(|(route, _)| route.matches(request.method(), request.uri().path()))
+            .map_or_else(|| unrecorded.clone(), |(_, service)| service.clone());
+        chosen.oneshot(request)
+    }))
+}
