@@ -205,7 +205,11 @@ impl Store for MemoryStore {
     async fn reclaim(&self, request: &ClaimRequest, seen: &Record) -> Result<Option<Claim>> {
         let now = self.clock.now_ms();
         let mut rows = self.lock();
-        let Some(row) = rows.get_mut(&request.scope) else {
+        // An expired record is absent, as in the SQL stores: it gets a new id, never revived.
+        let Some(row) = rows
+            .get_mut(&request.scope)
+            .filter(|row| row.expires_at > now)
+        else {
             return Ok(None);
         };
         let reclaimable = match row.state {
@@ -319,5 +323,25 @@ mod tests {
                 lease_remaining: Duration::ZERO
             }
         );
+    }
+
+    /// A record past its retention is absent, even to a reclaim that read it while it was
+    /// live: it gets a new record id (behaviour §9), as in the SQL stores. Found by reading
+    /// the simulation of issue 16.
+    #[tokio::test]
+    async fn an_expired_record_is_not_reclaimed_under_its_old_id() {
+        let clock = ManualClock::at(1_000_000);
+        let store = MemoryStore::with_clock(clock.clone());
+        let key: Key = "k".parse().unwrap();
+        let fp = Fingerprint::builder("POST", "/").body(b"");
+        let req = ClaimRequest::new("a", Operation::new("op", "v1"), key, fp)
+            .lease(Duration::from_secs(10))
+            .retention(Duration::from_secs(10));
+        let TryClaim::Claimed(_) = store.try_claim(&req).await.unwrap() else {
+            panic!()
+        };
+        let seen = store.lookup(&req.scope).await.unwrap().unwrap();
+        clock.advance(Duration::from_secs(21));
+        assert!(store.reclaim(&req, &seen).await.unwrap().is_none());
     }
 }

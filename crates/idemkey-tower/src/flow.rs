@@ -1,7 +1,11 @@
 //! The back half of lease mode: ask the store, then replay, reject, wait or execute (§5).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// tokio's clock, not std's: the same outside tests, and virtual under a paused runtime (the
+// simulation of crates/idemkey-sim), so that a wait for an in-flight original is bounded there too.
+use tokio::time::Instant;
 
 use axum::body::Body;
 use bytes::Bytes;

@@ -48,6 +48,9 @@ async fn beat<St: Store>(
     };
     loop {
         tokio::select! {
+            // Stopping wins a tie with the tick: a handler that has answered renews nothing,
+            // and the order does not depend on tokio's random branch choice.
+            biased;
             _ = &mut stopped => return claim,
             () = tokio::time::sleep(every) => {}
         }
