@@ -74,10 +74,72 @@ fn answers(addr: &str) -> bool {
 
 /// Expands to the whole conformance suite for the store that `$setup` (an async expression)
 /// produces, one `#[tokio::test]` per case.
+///
+/// A store that cannot mean a case names it in `except`, and that case is not generated:
+///
+/// ```ignore
+/// // A TTL store deletes expired records itself, so a sweep has nothing to count.
+/// idemkey_core::store_conformance_suite!(my_store(), except: [sweep_deletes_only_expired_records_in_batches]);
+/// ```
+///
+/// A name in `except` that is no case fails to compile.
 #[macro_export]
 macro_rules! store_conformance_suite {
-    ($setup:expr) => {
-        $crate::store_conformance_suite!(@cases $setup;
+    // Called back by `__conformance_cases!` with every case (the list lives there, once).
+    (@cases @names; $($case:ident),* $(,)?) => {
+        &[$(stringify!($case)),*]
+    };
+    (@cases @suite ($d:tt) ($setup:expr) [$($skip:ident),*]; $($case:ident),* $(,)?) => {
+        mod conformance {
+            #[allow(unused_imports)]
+            use super::*;
+            // One arm per excepted case expands to nothing; any other name to its test.
+            macro_rules! __case {
+                $( ($skip) => {}; )*
+                ($d name:ident) => {
+                    #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                    async fn $d name() {
+                        let store = $setup.await;
+                        $crate::testkit::cases::$d name(store).await;
+                    }
+                };
+            }
+            $( __case!($case); )*
+            // Names every excepted case, so that a misspelt one fails to compile.
+            #[allow(dead_code)]
+            fn __excepted_cases_exist() {
+                $( let _ = $crate::testkit::cases::$skip::<$crate::MemoryStore>; )*
+            }
+        }
+    };
+    (@cases $setup:expr; $($case:ident),* $(,)?) => {
+        mod conformance {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let store = $setup.await;
+                    $crate::testkit::cases::$case(store).await;
+                }
+            )*
+        }
+    };
+    ($setup:expr, except: [$($skip:ident),* $(,)?] $(,)?) => {
+        $crate::__conformance_cases! { @suite ($) ($setup) [$($skip),*] }
+    };
+    ($setup:expr $(,)?) => {
+        $crate::store_conformance_suite!($setup, except: []);
+    };
+}
+
+/// Calls `store_conformance_suite!(@cases $($then)*; <every case>)`: the one list of the
+/// suite's cases, which a test of this module compares with the `pub async fn`s of `cases.rs`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_cases {
+    ($($then:tt)*) => {
+        $crate::store_conformance_suite! { @cases $($then)*;
             claim_on_empty_scope_executes,
             completed_record_replays,
             mismatch_wins_in_every_state,
@@ -99,19 +161,27 @@ macro_rules! store_conformance_suite {
             discard_deletes_only_a_fresh_held_claim,
             concurrent_claims_have_one_winner,
             secret_is_kept_by_the_store,
-        );
-    };
-    (@cases $setup:expr; $($case:ident),* $(,)?) => {
-        mod conformance {
-            #[allow(unused_imports)]
-            use super::*;
-            $(
-                #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    let store = $setup.await;
-                    $crate::testkit::cases::$case(store).await;
-                }
-            )*
         }
     };
+}
+
+/// The names of every case the suite runs, in order.
+pub const CASES: &[&str] = crate::__conformance_cases!(@names);
+
+#[cfg(test)]
+mod tests {
+    /// Every `pub async fn` of `cases.rs` is a case, and the suite must run each one: a case
+    /// added there but not to `__conformance_cases!` would silently never run.
+    #[test]
+    fn every_case_is_listed_in_the_macro() {
+        let mut defined: Vec<&str> = include_str!("cases.rs")
+            .lines()
+            .filter_map(|line| line.trim_start().strip_prefix("pub async fn "))
+            .filter_map(|rest| rest.split(['<', '(']).next())
+            .collect();
+        let mut listed = super::CASES.to_vec();
+        defined.sort_unstable();
+        listed.sort_unstable();
+        assert_eq!(defined, listed);
+    }
 }

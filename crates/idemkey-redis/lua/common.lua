@@ -1,0 +1,90 @@
+-- Shared by every script: src/scripts.rs puts it before each one (after the shebang line).
+--
+-- A record is one hash. Its fields:
+--   a, o, k  the scope (actor, operation name, key), compared on every access, so that two
+--            scopes whose digests collided are never confused;
+--   id       the record id (16 bytes);  v  the operation version;  fp  the fingerprint (32 bytes);
+--   st       0 in flight, 1 released, 2 completed;  tok  the fencing token;
+--   lu       lease until (ms, in flight only);  exp  expires at (ms), also the key's PEXPIREAT;
+--   rq       the request id (absent if none);  resp  the encoded response (completed only).
+
+-- The server's clock in milliseconds: every time is the server's, never the application's.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- An integer as a Redis argument: Lua would write a large number in exponent form.
+local function int(n)
+  return string.format('%d', n)
+end
+
+-- The hash at `key` as a table of fields, or nil when there is none.
+local function load(key)
+  local flat = redis.call('HGETALL', key)
+  if #flat == 0 then
+    return nil
+  end
+  local r = {}
+  for i = 1, #flat, 2 do
+    r[flat[i]] = flat[i + 1]
+  end
+  return r
+end
+
+-- Stops the script, before it writes anything, when the hash is not this scope's record.
+local function check(r, actor, op, idem)
+  if r.a ~= actor or r.o ~= op or r.k ~= idem then
+    error({err = 'IDEMKEY_SCOPE the record hash belongs to another scope (digest collision)'})
+  end
+  if not (tonumber(r.exp) and tonumber(r.tok) and tonumber(r.st) and r.id and r.v and r.fp) then
+    error({err = 'IDEMKEY_CORRUPT the record hash lacks a field'})
+  end
+end
+
+-- The scope's record whatever its expiry, or nil.
+local function scoped(key, actor, op, idem)
+  local r = load(key)
+  if r ~= nil then
+    check(r, actor, op, idem)
+  end
+  return r
+end
+
+-- The scope's live record, or nil: an expired record is absent, whether Redis has deleted
+-- its key yet or not.
+local function live(key, actor, op, idem, now)
+  local r = scoped(key, actor, op, idem)
+  if r == nil or tonumber(r.exp) <= now then
+    return nil
+  end
+  return r
+end
+
+-- The record the claim (id, token) still holds, in flight, or nil. Like the SQL stores' fenced
+-- statements, expiry is not checked here: only a takeover or a deletion fences a claim.
+local function held(key, actor, op, idem, id, token)
+  local r = scoped(key, actor, op, idem)
+  if r == nil or r.id ~= id or tonumber(r.tok) ~= tonumber(token) or r.st ~= '0' then
+    return nil
+  end
+  return r
+end
+
+-- The record as src/record.rs reads it. `false` stands for an absent field: a nil would end
+-- the array.
+local function reply(r, now)
+  local lease = 0
+  if r.st == '0' then
+    lease = math.max(tonumber(r.lu) - now, 0)
+  end
+  return {r.id, r.v, r.fp, tonumber(r.st), tonumber(r.tok), lease, r.rq or false, r.resp or false}
+end
+
+-- Sets the record's expiry to `exp`, in the hash and as the key's own expiry, so that Redis
+-- deletes it then without a sweep. An instant already past deletes the key at once, which is
+-- what an expired record is: absent.
+local function expire_at(key, exp)
+  redis.call('HSET', key, 'exp', int(exp))
+  redis.call('PEXPIREAT', key, int(exp))
+end

@@ -1,0 +1,191 @@
+//! Connecting by URL: a standalone server or a cluster, with bounded waits.
+
+use std::time::Duration;
+
+use idemkey_core::{Error, Result};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+
+use crate::error::{Sent, store_error};
+use crate::{DEFAULT_PREFIX, RedisConnection, RedisStore};
+
+/// How [`RedisStore::connect_with`] connects, and the store it makes.
+///
+/// Every wait is bounded, so that a request made while Redis is down fails with
+/// [`Error::Unavailable`] instead of hanging; the standalone manager reconnects by itself
+/// once the server is back.
+#[derive(Clone, Debug)]
+pub struct RedisOptions {
+    prefix: String,
+    connection_timeout: Duration,
+    response_timeout: Duration,
+    operation_timeout: Duration,
+}
+
+impl Default for RedisOptions {
+    fn default() -> Self {
+        Self {
+            prefix: DEFAULT_PREFIX.to_owned(),
+            connection_timeout: Duration::from_secs(1),
+            response_timeout: Duration::from_secs(2),
+            operation_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+impl RedisOptions {
+    /// The defaults: prefix `idemkey`, 1 s to connect, 2 s for a reply, 5 s per operation.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The prefix of every key the store writes (no braces). Stores that share a prefix share
+    /// their records and their secret.
+    #[must_use]
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// How long one connection attempt may take.
+    #[must_use]
+    pub fn connection_timeout(mut self, timeout: Duration) -> Self {
+        self.connection_timeout = timeout;
+        self
+    }
+
+    /// How long a sent command may wait for its reply.
+    #[must_use]
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+
+    /// How long one store operation may take in all (reconnecting, redirections, retries).
+    #[must_use]
+    pub fn operation_timeout(mut self, timeout: Duration) -> Self {
+        self.operation_timeout = timeout;
+        self
+    }
+}
+
+impl RedisStore<RedisConnection> {
+    /// Connects with [`RedisOptions::default`]; see [`Self::connect_with`].
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::connect_with(url, &RedisOptions::default()).await
+    }
+
+    /// Connects to the server or cluster that `url` names:
+    ///
+    /// - `redis://[USER:PASSWORD@]HOST[:PORT][/DB]`: a standalone server; `redis+unix:///PATH` over a Unix socket;
+    /// - `redis+cluster://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…]`: a cluster, found from any of
+    ///   the listed nodes.
+    ///
+    /// The first connection is made here: [`Error::Unavailable`] when nothing answers,
+    /// [`Error::Backend`] for a malformed URL or a refused login.
+    pub async fn connect_with(url: &str, options: &RedisOptions) -> Result<Self> {
+        let connection = match cluster_nodes(url)? {
+            Some(nodes) => RedisConnection::Cluster(cluster(nodes, options).await?),
+            None => RedisConnection::Standalone(standalone(url, options).await?),
+        };
+        Ok(Self::new(connection)
+            .with_prefix(&options.prefix)?
+            .with_timeout(options.operation_timeout))
+    }
+}
+
+async fn standalone(url: &str, options: &RedisOptions) -> Result<ConnectionManager> {
+    let client = redis::Client::open(url).map_err(invalid)?;
+    // One quick retry: a request waits for the reconnection, so few and short attempts keep
+    // it bounded; the next request starts a new one.
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(options.connection_timeout))
+        .set_response_timeout(Some(options.response_timeout))
+        .set_number_of_retries(1)
+        .set_min_delay(Duration::from_millis(50))
+        .set_max_delay(Duration::from_millis(200));
+    ConnectionManager::new_with_config(client, config)
+        .await
+        .map_err(|e| store_error(e, Sent::Harmless))
+}
+
+async fn cluster(
+    nodes: Vec<String>,
+    options: &RedisOptions,
+) -> Result<redis::cluster_async::ClusterConnection> {
+    let client = ClusterClient::builder(nodes)
+        .connection_timeout(options.connection_timeout)
+        .response_timeout(options.response_timeout)
+        .overall_response_timeout(Some(options.operation_timeout))
+        .retries(3)
+        .build()
+        .map_err(invalid)?;
+    client
+        .get_async_connection()
+        .await
+        .map_err(|e| store_error(e, Sent::Harmless))
+}
+
+fn invalid(error: redis::RedisError) -> Error {
+    Error::Backend(Box::new(error))
+}
+
+/// The node URLs of a `redis+cluster://` or `rediss+cluster://` URL, `None` for any other
+/// scheme. Credentials and query parameters apply to every node.
+fn cluster_nodes(url: &str) -> Result<Option<Vec<String>>> {
+    let (scheme, rest) = if let Some(rest) = url.strip_prefix("redis+cluster://") {
+        ("redis", rest)
+    } else if let Some(rest) = url.strip_prefix("rediss+cluster://") {
+        ("rediss", rest)
+    } else {
+        return Ok(None);
+    };
+    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let (login, hosts) = match rest.rsplit_once('@') {
+        Some((login, hosts)) => (format!("{login}@"), hosts),
+        None => (String::new(), rest),
+    };
+    let hosts = hosts.strip_suffix('/').unwrap_or(hosts);
+    let query = if query.is_empty() {
+        String::new()
+    } else {
+        format!("?{query}")
+    };
+    let nodes: Vec<String> = hosts
+        .split(',')
+        .filter(|host| !host.is_empty())
+        .map(|host| format!("{scheme}://{login}{host}{query}"))
+        .collect();
+    if nodes.is_empty() || hosts.contains('/') {
+        return Err(Error::Backend(
+            "a cluster URL is redis+cluster://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]".into(),
+        ));
+    }
+    Ok(Some(nodes))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn cluster_urls_list_their_nodes() {
+        assert_eq!(cluster_nodes("redis://h:1").unwrap(), None);
+        assert_eq!(
+            cluster_nodes("redis+cluster://a:1,b:2").unwrap().unwrap(),
+            ["redis://a:1", "redis://b:2"]
+        );
+        assert_eq!(
+            cluster_nodes("rediss+cluster://u:p@a:1,b:2/?protocol=resp3")
+                .unwrap()
+                .unwrap(),
+            [
+                "rediss://u:p@a:1?protocol=resp3",
+                "rediss://u:p@b:2?protocol=resp3"
+            ]
+        );
+        assert!(cluster_nodes("redis+cluster://").is_err());
+        assert!(cluster_nodes("redis+cluster://a:1/3").is_err());
+    }
+}

@@ -1,0 +1,35 @@
+//! A lease-mode idemkey [`Store`](idemkey_core::Store) on Redis 7+ or Valkey 8+, standalone
+//! or cluster.
+//!
+//! Every operation is one atomic server-side script (`lua/*.lua`), fenced by the claim's token
+//! and record id and timed by the server's clock (`TIME`), never the application's. Each record
+//! is one hash whose key carries a cluster hash tag, so every script touches one slot. Records
+//! expire by TTL at their logical expiry: [`Store::sweep`](idemkey_core::Store::sweep) has
+//! nothing to do and returns 0.
+//!
+//! ```no_run
+//! # async fn run() -> idemkey_core::Result<()> {
+//! use idemkey_redis::RedisStore;
+//!
+//! // Standalone (`redis://`, `rediss://`) or cluster (`redis+cluster://h1:p1,h2:p2`).
+//! let store = RedisStore::connect("redis://127.0.0.1:6379").await?;
+//! # let _ = store;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! TLS (`rediss://`) is not supported yet: redis-rs needs a TLS stack chosen for it, and none
+//! is tested here.
+
+mod connect;
+mod connection;
+mod error;
+mod keys;
+mod record;
+mod scripts;
+mod store;
+
+pub use connect::RedisOptions;
+pub use connection::RedisConnection;
+pub use keys::DEFAULT_PREFIX;
+pub use store::RedisStore;

@@ -1,0 +1,45 @@
+//! The store's scripts, loaded once: `lua/common.lua` put before each `lua/<name>.lua`.
+//!
+//! [`redis::Script`] sends `EVALSHA` and loads the script on a `NOSCRIPT` miss, so a server
+//! that restarted or a cluster node that never saw the script is served all the same.
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+/// Every script of the store, one per operation.
+pub(crate) struct Scripts {
+    pub(crate) lookup: Script,
+    pub(crate) claim: Script,
+    pub(crate) reclaim: Script,
+    pub(crate) complete: Script,
+    pub(crate) release: Script,
+    pub(crate) discard: Script,
+    pub(crate) extend: Script,
+    pub(crate) forget: Script,
+}
+
+const COMMON: &str = include_str!("../lua/common.lua");
+
+/// A script with its shebang and the shared helpers. The shebang (Redis 7) makes the server
+/// refuse a writing script up front when it is out of memory, instead of failing at its first
+/// write; `no-writes` lets a reading one run even then.
+fn script(flags: &str, body: &str) -> Script {
+    Script::new(&format!("#!lua{flags}\n{COMMON}\n{body}"))
+}
+
+static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
+    lookup: script(" flags=no-writes", include_str!("../lua/lookup.lua")),
+    claim: script("", include_str!("../lua/claim.lua")),
+    reclaim: script("", include_str!("../lua/reclaim.lua")),
+    complete: script("", include_str!("../lua/complete.lua")),
+    release: script("", include_str!("../lua/release.lua")),
+    discard: script("", include_str!("../lua/discard.lua")),
+    extend: script("", include_str!("../lua/extend.lua")),
+    forget: script("", include_str!("../lua/forget.lua")),
+});
+
+/// The scripts, hashed once per process.
+pub(crate) fn scripts() -> &'static Scripts {
+    &SCRIPTS
+}

@@ -1,0 +1,250 @@
+//! The store: each [`Store`] method runs one script of `lua/` on the record's key.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use idemkey_core::{
+    Claim, ClaimRequest, DerivedKeys, Error, Record, RecordId, Result, SECRET_LEN, Scope, Store,
+    StoredResponse, TryClaim,
+};
+use redis::aio::ConnectionLike;
+use redis::{FromRedisValue, ScriptInvocation, Value};
+use tokio::sync::OnceCell;
+
+use crate::error::{Sent, store_error, timed_out};
+use crate::keys::{DEFAULT_PREFIX, Keys};
+use crate::record::{self, Claimed};
+use crate::scripts::scripts;
+
+/// The longest duration sent to a script, in ms (about 34 years): the scripts add times as Lua
+/// numbers (doubles), exact only up to 2^53.
+const MAX_MS: u64 = 1 << 40;
+
+/// The bound of one operation unless [`RedisStore::with_timeout`] says otherwise.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A lease-mode [`Store`] on Redis or Valkey, over any redis-rs async connection: a
+/// [`redis::aio::ConnectionManager`], a [`redis::cluster_async::ClusterConnection`], or the
+/// [`crate::RedisConnection`] of either that [`RedisStore::connect`] makes.
+///
+/// Clones share the connection and the cached secret.
+#[derive(Clone)]
+pub struct RedisStore<C> {
+    conn: C,
+    keys: Keys,
+    timeout: Duration,
+    secret: Arc<OnceCell<Arc<[u8]>>>,
+}
+
+impl<C> std::fmt::Debug for RedisStore<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("keys", &self.keys)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C> RedisStore<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// A store on `conn`, with keys under [`DEFAULT_PREFIX`] and operations bounded by 5 s.
+    pub fn new(conn: C) -> Self {
+        Self {
+            conn,
+            keys: Keys::new(DEFAULT_PREFIX).unwrap_or_else(|_| unreachable!("a valid prefix")),
+            timeout: DEFAULT_TIMEOUT,
+            secret: Arc::default(),
+        }
+    }
+
+    /// The same store with its keys under `prefix` (`{prefix}:{<digest>}` per record,
+    /// `{prefix}:secret`). [`Error::Backend`] if the prefix holds a brace, which would
+    /// displace the records' hash tag.
+    pub fn with_prefix(mut self, prefix: &str) -> Result<Self> {
+        self.keys = Keys::new(prefix)?;
+        self.secret = Arc::default();
+        Ok(self)
+    }
+
+    /// The same store with each operation bounded by `timeout` in all: past it, an operation
+    /// fails with [`Error::Unavailable`] (a completion: [`Error::OutcomeUnknown`]).
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The connection, for the application's own commands.
+    pub fn connection(&self) -> &C {
+        &self.conn
+    }
+
+    /// The Redis key of a scope's record (`{prefix}:{<hex digest>}`), for tools and tests.
+    pub fn record_key(&self, scope: &Scope) -> String {
+        self.keys.record(scope)
+    }
+
+    /// Runs a script invocation, bounded by the store's timeout.
+    async fn run(&self, invocation: &ScriptInvocation<'_>, sent: Sent) -> Result<Value> {
+        let mut conn = self.conn.clone();
+        let reply = invocation.invoke_async::<Value>(&mut conn);
+        match tokio::time::timeout(self.timeout, reply).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => Err(store_error(error, sent)),
+            Err(_) => Err(timed_out(sent, self.timeout)),
+        }
+    }
+
+    /// An invocation of `script` on the scope's key, with the scope as its first three
+    /// arguments: every script compares them with the hash's.
+    fn scoped<'a>(&self, script: &'a redis::Script, scope: &Scope) -> ScriptInvocation<'a> {
+        let mut invocation = script.key(self.keys.record(scope));
+        invocation
+            .arg(scope.actor.as_bytes())
+            .arg(scope.operation.as_bytes())
+            .arg(scope.key.as_str().as_bytes());
+        invocation
+    }
+
+    /// An invocation of a fenced script: the scope, then the claim's record id and token.
+    fn held<'a>(&self, script: &'a redis::Script, claim: &Claim) -> ScriptInvocation<'a> {
+        let mut invocation = self.scoped(script, &claim.scope);
+        invocation
+            .arg(claim.record_id.as_bytes().as_slice())
+            .arg(claim.token);
+        invocation
+    }
+
+    /// Runs a fenced script: `Fenced` unless it reports done.
+    async fn fenced(&self, invocation: &ScriptInvocation<'_>, sent: Sent) -> Result<()> {
+        if record::done(&self.run(invocation, sent).await?)? {
+            Ok(())
+        } else {
+            Err(Error::Fenced)
+        }
+    }
+
+    /// Reads the secret, storing `candidate` first if there is none: one `SET … NX GET`, so
+    /// whichever process sets it first, every process reads the same.
+    async fn load_secret(&self) -> Result<Arc<[u8]>> {
+        let candidate = DerivedKeys::generate_secret()?;
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(self.keys.secret())
+            .arg(candidate.as_slice())
+            .arg("NX")
+            .arg("GET");
+        let mut conn = self.conn.clone();
+        let reply = tokio::time::timeout(self.timeout, cmd.query_async::<Value>(&mut conn))
+            .await
+            .map_err(|_| timed_out(Sent::Harmless, self.timeout))?
+            .map_err(|e| store_error(e, Sent::Harmless))?;
+        let secret = match reply {
+            Value::Nil => candidate.to_vec(),
+            other => Vec::<u8>::from_redis_value(other)
+                .map_err(|e| Error::Backend(format!("the stored secret: {e}").into()))?,
+        };
+        if secret.len() < SECRET_LEN {
+            return Err(Error::Backend(
+                format!("the stored secret has {} bytes", secret.len()).into(),
+            ));
+        }
+        Ok(secret.into())
+    }
+}
+
+/// Milliseconds for a script, capped at [`MAX_MS`].
+fn ms(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).map_or(MAX_MS, |ms| ms.min(MAX_MS))
+}
+
+impl<C> Store for RedisStore<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    async fn lookup(&self, scope: &Scope) -> Result<Option<Record>> {
+        let invocation = self.scoped(&scripts().lookup, scope);
+        record::optional_record(self.run(&invocation, Sent::Harmless).await?)
+    }
+
+    async fn try_claim(&self, request: &ClaimRequest) -> Result<TryClaim> {
+        let acquired = Instant::now();
+        let record_id = RecordId::new();
+        let mut invocation = self.scoped(&scripts().claim, &request.scope);
+        invocation
+            .arg(record_id.as_bytes().as_slice())
+            .arg(request.operation.version().as_bytes())
+            .arg(request.fingerprint.as_bytes().as_slice())
+            .arg(ms(request.lease))
+            .arg(ms(request.retention))
+            .arg(if request.request_id.is_some() {
+                "1"
+            } else {
+                "0"
+            })
+            .arg(request.request_id.as_deref().unwrap_or("").as_bytes());
+        match record::claimed(self.run(&invocation, Sent::Harmless).await?)? {
+            Claimed::Token(token) => Ok(TryClaim::Claimed(record::claim(
+                request, record_id, token, acquired, None,
+            ))),
+            Claimed::Existing(record) => Ok(TryClaim::Existing(record)),
+        }
+    }
+
+    async fn reclaim(&self, request: &ClaimRequest, seen: &Record) -> Result<Option<Claim>> {
+        let acquired = Instant::now();
+        let mut invocation = self.scoped(&scripts().reclaim, &request.scope);
+        invocation
+            .arg(seen.record_id.as_bytes().as_slice())
+            .arg(seen.token)
+            .arg(ms(request.lease))
+            .arg(ms(request.retention));
+        let token = record::token(&self.run(&invocation, Sent::Harmless).await?)?;
+        Ok(token.map(|token| record::claim(request, seen.record_id, token, acquired, Some(seen))))
+    }
+
+    async fn complete(&self, claim: &Claim, response: &StoredResponse) -> Result<()> {
+        let mut invocation = self.held(&scripts().complete, claim);
+        invocation.arg(response.encode()).arg(ms(claim.retention));
+        self.fenced(&invocation, Sent::Commit).await
+    }
+
+    async fn release(&self, claim: &Claim) -> Result<()> {
+        let mut invocation = self.held(&scripts().release, claim);
+        invocation.arg(ms(claim.retention));
+        self.fenced(&invocation, Sent::Harmless).await
+    }
+
+    async fn discard(&self, claim: &Claim) -> Result<()> {
+        let invocation = self.held(&scripts().discard, claim);
+        self.fenced(&invocation, Sent::Harmless).await
+    }
+
+    async fn extend(&self, claim: &mut Claim) -> Result<()> {
+        let acquired = Instant::now();
+        let mut invocation = self.held(&scripts().extend, claim);
+        invocation.arg(ms(claim.lease)).arg(ms(claim.retention));
+        self.fenced(&invocation, Sent::Harmless).await?;
+        claim.acquired = acquired;
+        Ok(())
+    }
+
+    async fn forget(&self, scope: &Scope) -> Result<bool> {
+        let invocation = self.scoped(&scripts().forget, scope);
+        record::done(&self.run(&invocation, Sent::Harmless).await?)
+    }
+
+    /// Nothing to do: every record's key carries its expiry (`PEXPIREAT`), and Redis deletes
+    /// it then by itself, so there is never an expired record to sweep. Always `Ok(0)`.
+    async fn sweep(&self, _batch: u32) -> Result<u64> {
+        Ok(0)
+    }
+
+    async fn secret(&self) -> Result<Arc<[u8]>> {
+        self.secret
+            .get_or_try_init(|| self.load_secret())
+            .await
+            .cloned()
+    }
+}

@@ -1,0 +1,41 @@
+//! The conformance suite on a three-master cluster of this process's own, and records spread
+//! over its slots.
+
+use idemkey_core::testkit::{LONG, request};
+use idemkey_core::{Store, TryClaim};
+
+use crate::common::{Cluster, Store as RedisStore, cli, store_at};
+
+/// A store on the shared cluster (started by the first test that asks for it).
+async fn store() -> RedisStore {
+    let cluster = tokio::task::spawn_blocking(Cluster::get).await.unwrap();
+    store_at(&cluster.url()).await
+}
+
+idemkey_core::store_conformance_suite!(
+    store(),
+    except: [sweep_deletes_only_expired_records_in_batches]
+);
+
+/// Every script touches the one slot of its record's hash tag, wherever that slot lives: the
+/// records of 30 scopes land on every master.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_spread_over_every_master() {
+    let store = store().await;
+    let mut keys = Vec::new();
+    for _ in 0..30 {
+        let req = request("{}").lease(LONG);
+        assert!(matches!(
+            store.try_claim(&req).await.unwrap(),
+            TryClaim::Claimed(_)
+        ));
+        keys.push(store.record_key(&req.scope));
+    }
+    for node in &Cluster::get().nodes {
+        let here = keys
+            .iter()
+            .filter(|key| cli(node.port, &["EXISTS", key]).trim() == "1")
+            .count();
+        assert!(here > 0, "no record on the master at port {}", node.port);
+    }
+}

@@ -1,0 +1,236 @@
+//! Servers for the tests: the standalone one, private `redis-server` processes, and a cluster.
+
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use idemkey_redis::{RedisConnection, RedisOptions, RedisStore};
+
+/// The variable naming the standalone server the tests run against.
+pub const URL_ENV: &str = "IDEMKEY_TEST_REDIS_URL";
+/// The standalone server used when [`URL_ENV`] is not set and one answers here.
+pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
+
+pub type Store = RedisStore<RedisConnection>;
+
+/// The standalone server's URL: [`URL_ENV`], else [`DEFAULT_URL`] if a server answers.
+/// Neither: `None` after a loud `SKIPPED`, or a failure in CI (`CI` set).
+pub fn standalone_url() -> Option<String> {
+    if let Ok(url) = std::env::var(URL_ENV) {
+        return Some(url);
+    }
+    if answers(6379) {
+        return Some(DEFAULT_URL.to_owned());
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{URL_ENV} is not set and nothing answers at 127.0.0.1:6379: the Redis tests must run in CI"
+    );
+    eprintln!(
+        "SKIPPED: no Redis at 127.0.0.1:6379; set {URL_ENV}=redis://HOST:PORT to run the Redis tests"
+    );
+    None
+}
+
+/// A key prefix of its own for every store a test makes, so runs and tests never meet.
+pub fn unique_prefix() -> String {
+    format!("idemkey-test-{}", uuid::Uuid::new_v4())
+}
+
+/// A store on the standalone server, under a prefix of its own.
+pub async fn standalone_store() -> Store {
+    let url = standalone_url().expect("checked by the caller");
+    store_at(&url).await
+}
+
+/// A store at `url` under a prefix of its own.
+pub async fn store_at(url: &str) -> Store {
+    let options = RedisOptions::new().prefix(unique_prefix());
+    RedisStore::connect_with(url, &options).await.unwrap()
+}
+
+fn answers(port: u16) -> bool {
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    TcpStream::connect_timeout(&addr, Duration::from_millis(300)).is_ok()
+}
+
+/// A port free now, whose cluster bus port (+10000) is free too.
+pub fn free_port() -> u16 {
+    loop {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        if port < 55_000 && TcpListener::bind((Ipv4Addr::LOCALHOST, port + 10_000)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// A `redis-server` of the tests' own. It runs under a `sh` watchdog that holds a pipe from
+/// this process: when this process ends, however it ends (even by SIGKILL), the pipe closes
+/// and the watchdog kills the server and deletes its directory. No unsafe `prctl` needed.
+pub struct Server {
+    pub port: u16,
+    pub dir: PathBuf,
+    args: Vec<String>,
+    watchdog: Option<(Child, ChildStdin)>,
+}
+
+impl Server {
+    /// Starts a server on a free port in a directory of its own, with `extra` arguments.
+    pub fn start(extra: &[&str]) -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("idemkey-redis-")
+            .tempdir()
+            .unwrap()
+            .keep();
+        let mut server = Self {
+            port: 0,
+            dir,
+            args: extra.iter().map(|s| (*s).to_owned()).collect(),
+            watchdog: None,
+        };
+        // Another process may take the free port first: try a few.
+        for _ in 0..5 {
+            server.port = free_port();
+            if server.spawn() {
+                return server;
+            }
+        }
+        panic!("redis-server did not start");
+    }
+
+    /// Starts the server process on `self.port`; whether it answers within 5 s.
+    fn spawn(&mut self) -> bool {
+        let script = r#"dir="$1"; shift; redis-server "$@" >"$dir/server.log" 2>&1 & pid=$!
+read _eof; kill -9 "$pid" 2>/dev/null; wait "$pid"; [ -e "$dir/.keep" ] || rm -rf "$dir""#;
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .arg("sh")
+            .arg(&self.dir)
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .args(["--save", "", "--protected-mode", "no"])
+            .args(&self.args)
+            .stdin(Stdio::piped())
+            .spawn()
+            .expect("sh and redis-server on the PATH");
+        let stdin = child.stdin.take().unwrap();
+        self.watchdog = Some((child, stdin));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if self.cli(&["PING"]).trim() == "PONG" {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.kill();
+        false
+    }
+
+    /// Kills the server at once (SIGKILL), keeping its directory, and waits until it is gone.
+    pub fn kill(&mut self) {
+        if let Some((mut child, stdin)) = self.watchdog.take() {
+            std::fs::write(self.dir.join(".keep"), b"").unwrap();
+            drop(stdin);
+            child.wait().unwrap();
+            std::fs::remove_file(self.dir.join(".keep")).unwrap();
+        }
+    }
+
+    /// Starts the server again, on the same port and in the same directory.
+    pub fn restart(&mut self) {
+        assert!(self.spawn(), "redis-server did not restart");
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Runs `redis-cli` against this server; its stdout.
+    pub fn cli(&self, args: &[&str]) -> String {
+        cli(self.port, args)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some((mut child, stdin)) = self.watchdog.take() {
+            drop(stdin);
+            let _ = child.wait();
+        }
+    }
+}
+
+pub fn cli(port: u16, args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("redis-cli on the PATH");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Three masters, no replicas, started once per test process and shared by its cluster tests.
+/// They live in a static, which is never dropped: their watchdogs end them with the process.
+pub struct Cluster {
+    pub nodes: Vec<Server>,
+}
+
+impl Cluster {
+    pub fn get() -> &'static Cluster {
+        static CLUSTER: OnceLock<Cluster> = OnceLock::new();
+        CLUSTER.get_or_init(Self::start)
+    }
+
+    fn start() -> Self {
+        let nodes: Vec<Server> = (0..3)
+            .map(|_| {
+                let conf = Path::new("nodes.conf").to_owned();
+                Server::start(&[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    conf.to_str().unwrap(),
+                    "--appendonly",
+                    "no",
+                ])
+            })
+            .collect();
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        let out = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "cluster create: {out:?}");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !nodes
+            .iter()
+            .all(|n| n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok"))
+        {
+            assert!(Instant::now() < deadline, "the cluster never became ok");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self { nodes }
+    }
+
+    /// `redis+cluster://` naming every node.
+    pub fn url(&self) -> String {
+        let hosts: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        format!("redis+cluster://{}", hosts.join(","))
+    }
+}

@@ -1,0 +1,57 @@
+//! Fencing by the server's clock: a lease runs out by Redis's `TIME`, is taken over, and the
+//! old claim can neither complete, release, extend nor discard.
+
+use std::time::Duration;
+
+use idemkey_core::testkit::request;
+use idemkey_core::{Begin, Error, ExpiredLease, RecordState, Store, StoredResponse, begin};
+
+use crate::common::{standalone_store, standalone_url};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_lease_is_taken_over_and_the_old_claim_fenced() {
+    if standalone_url().is_none() {
+        return;
+    }
+    let store = standalone_store().await;
+    let req = request("{}").lease(Duration::from_millis(300));
+    let Begin::Execute(old) = begin(&store, &req, ExpiredLease::TakeOver).await.unwrap() else {
+        panic!("expected to execute")
+    };
+    // Within the lease, by the server's clock: in flight, with the lease's time left.
+    match store.lookup(&req.scope).await.unwrap().unwrap().state {
+        RecordState::InFlight { lease_remaining } => {
+            assert!(lease_remaining <= Duration::from_millis(300) && !lease_remaining.is_zero());
+        }
+        other => panic!("expected in flight, got {other:?}"),
+    }
+    assert!(matches!(
+        begin(&store, &req, ExpiredLease::TakeOver).await.unwrap(),
+        Begin::InFlight { .. }
+    ));
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let Begin::Execute(new) = begin(&store, &req, ExpiredLease::TakeOver).await.unwrap() else {
+        panic!("expected a takeover")
+    };
+    assert!(new.taken_over && new.token == old.token + 1);
+    assert_eq!(new.record_id, old.record_id);
+    let late = StoredResponse::new(200, "late");
+    assert!(matches!(
+        store.complete(&old, &late).await,
+        Err(Error::Fenced)
+    ));
+    assert!(matches!(store.release(&old).await, Err(Error::Fenced)));
+    assert!(matches!(
+        store.extend(&mut old.clone()).await,
+        Err(Error::Fenced)
+    ));
+    assert!(matches!(store.discard(&old).await, Err(Error::Fenced)));
+    store
+        .complete(&new, &StoredResponse::new(201, "new"))
+        .await
+        .unwrap();
+    let Begin::Replay(replayed) = begin(&store, &req, ExpiredLease::TakeOver).await.unwrap() else {
+        panic!("expected a replay")
+    };
+    assert_eq!(replayed.body, "new");
+}

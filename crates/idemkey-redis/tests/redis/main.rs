@@ -1,0 +1,28 @@
+//! The Redis store against real servers: the conformance suite on a standalone server and on a
+//! three-master cluster these tests start, then what only Redis does (expiry by TTL, a server
+//! restart, binary-safe scopes, fencing by the server's clock).
+//!
+//! The standalone server is `IDEMKEY_TEST_REDIS_URL`, or `redis://127.0.0.1:6379` if one
+//! answers there (required when `CI` is set, skipped loudly otherwise). The cluster and the
+//! restarted server are `redis-server` processes of their own (`redis-server` and `redis-cli`
+//! on the `PATH`), which die with the test process.
+
+#![allow(clippy::unwrap_used, unreachable_pub)]
+
+mod binary;
+mod cluster;
+mod common;
+mod expiry;
+mod fencing;
+mod restart;
+
+idemkey_core::store_conformance_suite!(
+    {
+        if common::standalone_url().is_none() {
+            return;
+        }
+        common::standalone_store()
+    },
+    // Redis deletes expired records itself: a sweep finds none to count (see `expiry`).
+    except: [sweep_deletes_only_expired_records_in_batches]
+);
