@@ -41,6 +41,30 @@ pub(crate) enum Command {
     Bench(crate::bench::BenchArgs),
 }
 
+impl Cli {
+    /// What clap cannot check: atomic mode's records must commit with the notes, so they
+    /// cannot live in Redis (behaviour §13).
+    pub(crate) fn check(&self) -> Result<(), clap::Error> {
+        let Command::Serve(args) = &self.command else {
+            return Ok(());
+        };
+        if args.database.records_url.is_none() {
+            return Ok(());
+        }
+        let conflict = if args.mode == Mode::Atomic {
+            "--records-url needs --mode lease: atomic mode commits its records with the notes, in --database-url"
+        } else if args.replay_cache.is_some() {
+            "--replay-cache keeps records of the database, not of --records-url"
+        } else if !args.actor_caps().is_unlimited() {
+            "per-actor caps are not supported with --records-url yet"
+        } else {
+            return Ok(());
+        };
+        use clap::CommandFactory;
+        Err(Self::command().error(clap::error::ErrorKind::ArgumentConflict, conflict))
+    }
+}
+
 impl Command {
     pub(crate) async fn run(self) -> anyhow::Result<ExitCode> {
         match self {
@@ -65,6 +89,10 @@ pub(crate) struct DatabaseArgs {
         default_value = "sqlite://idemkey.db"
     )]
     pub(crate) database_url: String,
+    /// Lease mode: keep the idempotency records in Redis or Valkey (`redis://HOST:PORT[/DB]`,
+    /// `redis+cluster://H1:P1,H2:P2`) instead of the database (docs/redis.md).
+    #[arg(long, env = "IDEMKEY_RECORDS_URL", hide_env_values = true, value_name = "URL")]
+    pub(crate) records_url: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -42,6 +42,30 @@ pub(crate) async fn open(url: &str, create: bool) -> anyhow::Result<Database> {
     Ok(Database::Sqlite(store))
 }
 
+/// Idempotency records kept in Redis or Valkey (`--records-url`, lease mode only).
+pub(crate) type RedisRecords = idemkey_redis::RedisStore<idemkey_redis::RedisConnection>;
+
+/// Whether a URL names Redis records rather than a database.
+pub(crate) fn is_redis(url: &str) -> bool {
+    ["redis://", "rediss://", "redis+unix://", "redis+cluster://", "rediss+cluster://"]
+        .iter()
+        .any(|scheme| url.starts_with(scheme))
+}
+
+/// Connects to the Redis (or cluster) at `url`; the first connection is made here, so an
+/// unreachable server fails at start-up.
+pub(crate) async fn open_redis(url: &str) -> anyhow::Result<RedisRecords> {
+    if !is_redis(url) {
+        bail!(
+            "unsupported records URL {}: use redis://HOST:PORT[/DB] or redis+cluster://HOST:PORT,...",
+            redact(url)
+        );
+    }
+    idemkey_redis::RedisStore::connect(url)
+        .await
+        .with_context(|| format!("cannot connect to the records at {}", redact(url)))
+}
+
 /// Query parameters that carry a secret (libpq's `password` and `sslpassword`).
 const SECRET_PARAMETERS: [&str; 2] = ["password", "sslpassword"];
 

@@ -30,6 +30,9 @@ fn run() -> anyhow::Result<ExitCode> {
         Ok(cli) => cli,
         Err(error) => return Ok(usage(&error)),
     };
+    if let Err(error) = cli.check() {
+        return Ok(usage(&error));
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

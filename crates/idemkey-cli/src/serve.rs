@@ -6,14 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use idemkey_notes::{NotesConfig, NotesDb, router};
+use idemkey_notes::{NotesConfig, NotesDb, router, router_with_records};
 use idemkey_sqlx::SqlxStore;
 use idemkey_tower::Sweeper;
 use metrics_exporter_prometheus::PrometheusBuilder;
 use tokio::net::TcpListener;
 
 use crate::cli::ServeArgs;
-use crate::database::{Database, open, redact};
+use crate::database::{Database, RedisRecords, open, redact};
 
 /// Starts the service and runs it until SIGINT or SIGTERM.
 pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
@@ -23,9 +23,13 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             .map_err(|set| anyhow::anyhow!("the problem type base is already {set}"))?;
     }
     let config = config(&args)?;
+    let records = match &args.database.records_url {
+        Some(url) => Some(crate::database::open_redis(url).await?),
+        None => None,
+    };
     match open(&args.database.database_url, true).await? {
-        Database::Sqlite(store) => serve(store, config, &args).await?,
-        Database::Postgres(store) => serve(store, config, &args).await?,
+        Database::Sqlite(store) => serve(store, records, config, &args).await?,
+        Database::Postgres(store) => serve(store, records, config, &args).await?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -91,6 +95,7 @@ const REPLAY_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 
 async fn serve<DB: NotesDb>(
     store: SqlxStore<DB>,
+    records: Option<RedisRecords>,
     config: NotesConfig,
     args: &ServeArgs,
 ) -> anyhow::Result<()> {
@@ -108,13 +113,21 @@ async fn serve<DB: NotesDb>(
     let addr = listener.local_addr()?;
     announce(&config, args, addr);
     let every = (args.retention / 10).clamp(Duration::from_secs(1), Duration::from_secs(60));
-    let sweeper = Sweeper::spawn(store.clone(), every);
     let executions = config.executions.clone();
-    let app = router(store.clone(), config);
+    // Redis expires its records by itself: a sweeper is for records in the database.
+    let (app, sweeper) = match records {
+        Some(records) => (router_with_records(store.clone(), records, config), None),
+        None => (
+            router(store.clone(), config),
+            Some(Sweeper::spawn(store.clone(), every)),
+        ),
+    };
     crate::listen::serve(listener, app, args.connections.limits(), shutdown()).await;
     // Handlers whose clients left still run in their own tasks: let them store or commit.
     executions.wait().await;
-    sweeper.stop().await;
+    if let Some(sweeper) = sweeper {
+        sweeper.stop().await;
+    }
     store.close().await;
     tracing::info!("stopped");
     Ok(())
@@ -124,9 +137,14 @@ fn announce(config: &NotesConfig, args: &ServeArgs, addr: std::net::SocketAddr) 
     let mut out = std::io::stdout().lock();
     let _ = writeln!(
         out,
-        "idemkey serve: listening on http://{addr} ({} mode, {})",
+        "idemkey serve: listening on http://{addr} ({} mode, {}{})",
         config.mode,
-        redact(&args.database.database_url)
+        redact(&args.database.database_url),
+        args.database
+            .records_url
+            .as_deref()
+            .map(|url| format!(", records in {}", redact(url)))
+            .unwrap_or_default()
     );
     if args.tokens.is_empty() {
         let token = &config.tokens[0].1;

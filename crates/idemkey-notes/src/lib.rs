@@ -37,7 +37,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router, middleware};
-use idemkey_core::Operation;
+use idemkey_core::{Operation, Store};
 use idemkey_sqlx::SqlxStore;
 use idemkey_tower::atomic::AtomicIdempotencyLayer;
 use idemkey_tower::{Config, IdempotencyLayer};
@@ -88,6 +88,24 @@ pub fn idempotency_config(config: &NotesConfig) -> Config {
 
 /// The service's router, on a migrated store (idemkey's records and the `notes` table).
 pub fn router<DB: NotesDb>(store: SqlxStore<DB>, config: NotesConfig) -> Router {
+    let records = store.clone();
+    build(store, records, config)
+}
+
+/// The service's router in lease mode, whatever `config.mode` says, with the idempotency
+/// records kept in `records` (a Redis store, say) and the notes in `store`'s database
+/// (behaviour §13, `--records-url`). Atomic mode has no such form: its records must commit
+/// with the notes, in the same database.
+pub fn router_with_records<DB: NotesDb, S: Store>(
+    store: SqlxStore<DB>,
+    records: S,
+    mut config: NotesConfig,
+) -> Router {
+    config.mode = Mode::Lease;
+    build(store, records, config)
+}
+
+fn build<DB: NotesDb, S: Store>(store: SqlxStore<DB>, records: S, config: NotesConfig) -> Router {
     let idempotency = idempotency_config(&config);
     let tokens = auth::Tokens::new(&config.tokens);
     let state = AppState {
@@ -98,7 +116,7 @@ pub fn router<DB: NotesDb>(store: SqlxStore<DB>, config: NotesConfig) -> Router 
     let executions = state.config.executions.clone();
     let create = match state.config.mode {
         Mode::Lease => post(create::create_lease::<DB>)
-            .layer(IdempotencyLayer::with_config(store, idempotency).with_executions(executions)),
+            .layer(IdempotencyLayer::with_config(records, idempotency).with_executions(executions)),
         Mode::Atomic => post(create::create_atomic::<DB>).layer(
             AtomicIdempotencyLayer::with_config(store, idempotency)
                 .with_executions(executions)

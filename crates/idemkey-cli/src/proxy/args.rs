@@ -20,7 +20,8 @@ pub(crate) struct ProxyArgs {
     /// The address of `/healthz` and `/metrics`, apart from the upstream's paths.
     #[arg(long, env = "IDEMKEY_ADMIN_LISTEN", default_value = "127.0.0.1:9090")]
     pub(crate) admin_listen: SocketAddr,
-    /// Where the records are: `sqlite://FILE` or `postgres://...` (several proxies).
+    /// Where the records are: `sqlite://FILE`, or for several proxies `postgres://...` or
+    /// `redis://HOST:PORT` (`redis+cluster://H1:P1,H2:P2`).
     #[arg(
         long,
         env = "IDEMKEY_DATABASE_URL",

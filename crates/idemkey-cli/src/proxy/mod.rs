@@ -29,7 +29,7 @@ pub(crate) use args::ProxyArgs;
 use config::ProxyConfig;
 use forward::{Forward, Upstream};
 
-use crate::database::{Database, open, redact};
+use crate::database::{Database, is_redis, open, open_redis, redact};
 
 /// Starts the proxy and runs it until SIGINT or SIGTERM.
 pub(crate) async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
@@ -52,6 +52,11 @@ pub(crate) async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         upstream,
         metrics,
     };
+    if is_redis(&proxy.args.database_url) {
+        let records = open_redis(&proxy.args.database_url).await?;
+        proxy.run(records).await?;
+        return Ok(ExitCode::SUCCESS);
+    }
     match open(&proxy.args.database_url, true).await? {
         Database::Sqlite(store) => proxy.run(store).await?,
         Database::Postgres(store) => proxy.run(store).await?,

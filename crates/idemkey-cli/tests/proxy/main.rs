@@ -10,6 +10,9 @@ mod harness;
 #[allow(dead_code, unreachable_pub)]
 #[path = "../common/pg.rs"]
 mod pg;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../../idemkey-redis/tests/redis/common.rs"]
+mod redis_server;
 
 use std::time::Duration;
 
@@ -153,6 +156,15 @@ async fn two_proxies_on_postgres_execute_once() {
     let upstream = Upstream::start();
     let a = Proxy::start(&upstream.url(), &schema.url(), &[]);
     let b = Proxy::start(&upstream.url(), &schema.url(), &[]);
+    storm(&upstream, &[&a, &b]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_proxies_on_redis_execute_once() {
+    let redis = redis_server::Server::start(&[]);
+    let upstream = Upstream::start();
+    let a = Proxy::start(&upstream.url(), &redis.url(), &[]);
+    let b = Proxy::start(&upstream.url(), &redis.url(), &[]);
     storm(&upstream, &[&a, &b]).await;
 }
 

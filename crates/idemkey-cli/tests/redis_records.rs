@@ -1,0 +1,175 @@
+//! `idemkey serve --mode lease --records-url redis://...` (behaviour §13, issue 14): records in
+//! Redis, notes in the database. Each test runs a `redis-server` of its own (persistence on:
+//! `appendfsync always`), so runs never meet. A storm of 64 across three instances makes one
+//! note; Redis SIGKILLed and restarted mid-load loses no acknowledged note and duplicates none,
+//! and the same `idemkey serve` processes reconnect; atomic mode refuses `--records-url`;
+//! `forget` and `sweep` take it too.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../idemkey-redis/tests/redis/common.rs"]
+mod redis_server;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+
+use common::load::{self, Receipts};
+use common::storm::{raw_create, storm};
+use common::{ALICE, Server, count_rows, idemkey};
+
+/// Persistence that loses nothing acknowledged: every write fsynced before its reply.
+const DURABLE: [&str; 4] = ["--appendonly", "yes", "--appendfsync", "always"];
+
+fn lease_on(db: &Path, redis: &redis_server::Server, extra: &[&str]) -> Server {
+    let url = redis.url();
+    let mut args = vec!["--mode", "lease", "--records-url", url.as_str()];
+    args.extend_from_slice(extra);
+    Server::start_on(db, &args)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_storm_of_64_across_three_instances_sharing_redis_makes_one_note() {
+    let redis = redis_server::Server::start(&DURABLE);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("notes.db");
+    let servers: Vec<Server> = (0..3).map(|_| lease_on(&db, &redis, &[])).collect();
+    let targets: Vec<SocketAddr> = (0..64).map(|i| servers[i % 3].addr).collect();
+    let body = "{\"title\":\"storm\"}";
+    let answers = storm(&targets, |addr| raw_create(addr, ALICE, "storm-64", body)).await;
+    assert_eq!(count_rows(&db, "notes").await, 1);
+    // The records are in Redis, not in the database.
+    assert_eq!(count_rows(&db, "idemkey_records").await, 0);
+    let created: Vec<_> = answers.iter().filter(|a| a.status == 201).collect();
+    assert!(!created.is_empty(), "{answers:?}");
+    assert!(created.iter().all(|a| a.body == created[0].body));
+    assert!(
+        answers.iter().all(|a| a.status == 201 || a.status == 409),
+        "{answers:?}"
+    );
+}
+
+async fn notes_by_title(db: &Path) -> BTreeMap<String, Vec<String>> {
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", db.display()))
+        .await
+        .unwrap();
+    let rows: Vec<(String, String)> = sqlx::query_as("SELECT title, id FROM notes")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    let mut by_title: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (title, id) in rows {
+        by_title.entry(title).or_default().push(id);
+    }
+    by_title
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_killed_and_restarted_mid_load_loses_nothing_and_duplicates_nothing() {
+    let mut redis = redis_server::Server::start(&DURABLE);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("notes.db");
+    // A claim whose release or completion failed while Redis was down holds its key until
+    // its lease ends: a short lease keeps the test short.
+    let servers: Vec<Server> = (0..2)
+        .map(|_| lease_on(&db, &redis, &["--lease", "2s"]))
+        .collect();
+    let bases: Vec<String> = servers.iter().map(|s| s.url("")).collect();
+    let receipts = Receipts::default();
+    // 503 while Redis is down, 409 while a dead claim's lease runs, 500 for a lost reply.
+    let running = tokio::spawn(load::run(bases, 6, 40, &[409, 500, 503], receipts.clone()));
+    receipts.wait_for(80).await;
+    redis.kill();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    redis.restart();
+    running.await.unwrap();
+    let ids = receipts.snapshot();
+    let notes = notes_by_title(&db).await;
+    assert_eq!(ids.len(), 240);
+    for (key, id) in &ids {
+        assert_eq!(
+            notes.get(key),
+            Some(&vec![id.clone()]),
+            "{key}: one note, the one acknowledged"
+        );
+    }
+    assert_eq!(notes.len(), 240, "no other notes");
+    assert!(receipts.setbacks() > 0, "no request met the outage");
+    eprintln!(
+        "240 keys, {} answers retried across the Redis restart",
+        receipts.setbacks()
+    );
+}
+
+#[test]
+fn atomic_mode_refuses_records_url() {
+    for extra in [
+        &["--mode", "atomic"][..],
+        &["--mode", "lease", "--replay-cache", "1s"],
+        &["--mode", "lease", "--max-records-per-actor", "5"],
+    ] {
+        let mut args = vec!["serve", "--records-url", "redis://127.0.0.1:1"];
+        args.extend_from_slice(extra);
+        let output = idemkey(&args);
+        assert_eq!(output.status.code(), Some(2), "{extra:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains("--records-url") || stderr.contains("records"),
+            "{stderr}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forget_and_sweep_take_records_url() {
+    let redis = redis_server::Server::start(&DURABLE);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("notes.db");
+    let server = lease_on(&db, &redis, &[]);
+    let client = reqwest::Client::new();
+    let post = || common::create(&client, &server, ALICE, Some(b"k"), "{\"title\":\"f\"}").send();
+    let first: serde_json::Value = post().await.unwrap().json().await.unwrap();
+    let url = redis.url();
+    let db_url = format!("sqlite://{}", db.display());
+    let with_records = |extra: &[&str]| {
+        let mut args = extra.to_vec();
+        args.extend([
+            "--database-url",
+            db_url.as_str(),
+            "--records-url",
+            url.as_str(),
+        ]);
+        idemkey(&args)
+    };
+    let wrong_version = with_records(&[
+        "forget",
+        "--actor",
+        "alice",
+        "--operation",
+        "create-note:v9",
+        "--key",
+        "k",
+    ]);
+    assert_eq!(wrong_version.status.code(), Some(1));
+    let forgot = with_records(&[
+        "forget",
+        "--actor",
+        "alice",
+        "--operation",
+        "create-note:v1",
+        "--key",
+        "k",
+    ]);
+    assert!(forgot.status.success(), "{forgot:?}");
+    // Forgotten: the key executes again, as a new record with a new note.
+    let second: serde_json::Value = post().await.unwrap().json().await.unwrap();
+    assert_ne!(first["id"], second["id"]);
+    let swept = with_records(&["sweep"]);
+    assert!(swept.status.success());
+    assert!(String::from_utf8_lossy(&swept.stdout).contains("nothing to sweep"));
+    let unreachable = idemkey(&["sweep", "--records-url", "redis://127.0.0.1:1"]);
+    assert_eq!(unreachable.status.code(), Some(1));
+}
