@@ -81,7 +81,8 @@ pub async fn begin<S: Store>(
     request: &ClaimRequest,
     on_expired: ExpiredLease,
 ) -> Result<Begin> {
-    if let Some(record) = store.lookup(&request.scope).await?
+    if store.lookup_first()
+        && let Some(record) = store.lookup(&request.scope).await?
         && let Ok(answer) = decide(request, &record, on_expired).into_answer()
     {
         return Ok(answer.into());

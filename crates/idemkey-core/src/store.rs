@@ -66,6 +66,16 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// the delete itself. Returns how many it deleted; call again until it returns 0.
     fn sweep(&self, batch: u32) -> impl Future<Output = Result<u64>> + Send;
 
+    /// Whether [`crate::begin`] reads the record ([`Store::lookup`]) before claiming. A
+    /// lookup first keeps replays and duplicates off the write path, which pays where a
+    /// claim costs more than a read (the SQL stores: a write that queues for the writer). A
+    /// store whose claim costs what its lookup costs, and returns the live record it meets
+    /// (Redis: one script either way), answers `false` and saves a round trip on every first
+    /// request. Defaults to `true`.
+    fn lookup_first(&self) -> bool {
+        true
+    }
+
     /// The secret behind derived keys (behaviour §8a): made at random the first time it is
     /// asked for, then kept by the store, so that it is the same across restarts and for
     /// every process that shares the store. Never empty. Callers may cache it.

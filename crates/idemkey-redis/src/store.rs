@@ -241,6 +241,12 @@ where
         Ok(0)
     }
 
+    /// The claim script returns the live record it meets, at the cost of a lookup: a lookup
+    /// first would only add a round trip to every first request.
+    fn lookup_first(&self) -> bool {
+        false
+    }
+
     async fn secret(&self) -> Result<Arc<[u8]>> {
         self.secret
             .get_or_try_init(|| self.load_secret())

@@ -87,6 +87,10 @@ pub(crate) struct BenchArgs {
     /// (`idemkey serve --replay-cache`), e.g. `1s`.
     #[arg(long, value_name = "TTL")]
     pub(crate) replay_cache: Option<String>,
+    /// The service the bench starts keeps its records in Redis (`idemkey serve
+    /// --records-url`, lease mode only), e.g. `redis://127.0.0.1:6379`.
+    #[arg(long, value_name = "URL")]
+    pub(crate) records_url: Option<String>,
     /// How long each side of each workload runs, e.g. `10s` (default 10s).
     #[arg(long, value_parser = parse_duration, conflicts_with = "requests")]
     pub(crate) duration: Option<Duration>,

@@ -262,6 +262,9 @@ fn serve_flags(args: &BenchArgs) -> Vec<String> {
     if let Some(ttl) = &args.replay_cache {
         flags.extend(["--replay-cache".to_owned(), ttl.clone()]);
     }
+    if let Some(url) = &args.records_url {
+        flags.extend(["--records-url".to_owned(), url.clone()]);
+    }
     flags
 }
 

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The figures of BENCHMARKS.md's "Redis records" section, in one run: lease mode with the
+# records in Redis (IDEMKEY_BENCH_REDIS_URL, default redis://127.0.0.1:6379) against lease mode
+# with the records in the database, notes on SQLite and (with IDEMKEY_BENCH_PG_URL) PostgreSQL.
+#
+#   scripts/bench-redis.sh [OUT_DIR]     # default: target/bench-redis
+#
+# Needs a release build (cargo build --release -p idemkey-cli). Each run's JSON and table go to
+# OUT_DIR; the load average before and after goes to OUT_DIR/load.txt.
+set -euo pipefail
+
+BIN=${IDEMKEY_BIN:-target/release/idemkey}
+OUT=${1:-target/bench-redis}
+PG=${IDEMKEY_BENCH_PG_URL:-}
+REDIS=${IDEMKEY_BENCH_REDIS_URL:-redis://127.0.0.1:6379}
+D=${IDEMKEY_BENCH_DURATION:-6s}
+mkdir -p "$OUT"
+uptime > "$OUT/load.txt"
+
+bench() {
+    local name=$1
+    shift
+    "$BIN" bench "$@" --json "$OUT/$name.json" > "$OUT/$name.txt" 2>/dev/null
+    grep -E "with key / without key|replay / GET|loser p99 / single" "$OUT/$name.txt" \
+        | sed "s/^/$name: /" || true
+}
+
+for db in sqlite ${PG:+postgres}; do
+    args=()
+    [ "$db" = postgres ] && args=(--database-url "$PG")
+    bench "$db-lease-db" create replay storm --mode lease --duration "$D" "${args[@]}"
+    bench "$db-lease-redis" create replay storm --mode lease --records-url "$REDIS" --duration "$D" "${args[@]}"
+done
+uptime >> "$OUT/load.txt"
