@@ -91,7 +91,12 @@ pub(crate) struct DatabaseArgs {
     pub(crate) database_url: String,
     /// Lease mode: keep the idempotency records in Redis or Valkey (`redis://HOST:PORT[/DB]`,
     /// `redis+cluster://H1:P1,H2:P2`) instead of the database (docs/redis.md).
-    #[arg(long, env = "IDEMKEY_RECORDS_URL", hide_env_values = true, value_name = "URL")]
+    #[arg(
+        long,
+        env = "IDEMKEY_RECORDS_URL",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
     pub(crate) records_url: Option<String>,
 }
 

@@ -47,9 +47,15 @@ pub(crate) type RedisRecords = idemkey_redis::RedisStore<idemkey_redis::RedisCon
 
 /// Whether a URL names Redis records rather than a database.
 pub(crate) fn is_redis(url: &str) -> bool {
-    ["redis://", "rediss://", "redis+unix://", "redis+cluster://", "rediss+cluster://"]
-        .iter()
-        .any(|scheme| url.starts_with(scheme))
+    [
+        "redis://",
+        "rediss://",
+        "redis+unix://",
+        "redis+cluster://",
+        "rediss+cluster://",
+    ]
+    .iter()
+    .any(|scheme| url.starts_with(scheme))
 }
 
 /// Connects to the Redis (or cluster) at `url`; the first connection is made here, so an

@@ -85,8 +85,15 @@ async fn forget_in_redis(
     args: &ForgetArgs,
     scope: &impl Fn(&str) -> Scope,
 ) -> anyhow::Result<ExitCode> {
-    if store.forget(&scope(&args.operation)).await.context("forget failed")? {
-        println!("forgot the record of actor {:?}, operation {:?}", args.actor, args.operation);
+    if store
+        .forget(&scope(&args.operation))
+        .await
+        .context("forget failed")?
+    {
+        println!(
+            "forgot the record of actor {:?}, operation {:?}",
+            args.actor, args.operation
+        );
         return Ok(ExitCode::SUCCESS);
     }
     let Some((name, version)) = args.operation.rsplit_once(':') else {

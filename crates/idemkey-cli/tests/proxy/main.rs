@@ -381,7 +381,10 @@ async fn sigterm_lets_claimed_requests_finish() {
     let pending = tokio::spawn(async move { post(&url, "alice", Some("term"), "t").await });
     upstream.held(1).await;
     let pid = proxy.process.child.id().to_string();
-    std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
     upstream.release("term").await;
     assert_eq!(pending.await.unwrap().status(), 201);
     let status = tokio::task::block_in_place(|| proxy.process.child.wait().unwrap());
