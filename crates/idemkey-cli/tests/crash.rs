@@ -4,7 +4,8 @@
 //! client received exists, and one more retry of every key replays the same id.
 //!
 //! SQLite and PostgreSQL (`IDEMKEY_TEST_PG_URL`, a fresh schema per run), atomic and lease
-//! mode (with a 1 s lease, so a dead executor's claim blocks its retries only briefly).
+//! mode (with a 1 s lease, so a dead executor's claim blocks its retries only briefly), and
+//! lease mode with the records in a `redis-server` of the test's own (`--records-url`).
 //!
 //! The run's schedule comes from a seed, printed first; `IDEMKEY_CRASH_SEED` replays it.
 //! Bigger runs: `IDEMKEY_CRASH_CLIENTS` (default 4), `IDEMKEY_CRASH_KEYS` per client (100),
@@ -15,6 +16,9 @@
 //! processes is not.
 #![allow(clippy::unwrap_used)]
 
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../idemkey-redis/tests/redis/common.rs"]
+mod redis_server;
 mod reliability;
 
 use std::collections::HashMap;
@@ -57,8 +61,25 @@ async fn crash_campaign_postgres_lease() {
     run(Backend::Postgres, "lease", &[]).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_campaign_sqlite_lease_redis_records() {
+    run_on_redis(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_campaign_postgres_lease_redis_records() {
+    run_on_redis(Backend::Postgres).await;
+}
+
+/// Lease mode with the records in a Redis of the test's own, which outlives every kill.
+async fn run_on_redis(backend: Backend) {
+    let redis = redis_server::Server::start(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let url = redis.url();
+    run(backend, "lease", &["--records-url", &url]).await;
+}
+
 /// `extra`: flags beyond the mode and lease (atomic mode's strategy: commit-time unless
-/// `--strategy claim-first`).
+/// `--strategy claim-first`; `--records-url`).
 async fn run(backend: Backend, mode: &str, extra: &[&str]) {
     let plan = Plan::from_env();
     let dir = tempfile::tempdir().unwrap();
@@ -158,6 +179,14 @@ async fn verify(db: &Db, server: &Serve, receipts: &[Receipt], name: &str) {
             "{name}: key {}",
             receipt.key
         );
+    }
+    if name.contains("--records-url") {
+        // The records are in Redis: the replays above showed one completed record per key.
+        assert!(
+            db.records().await.is_empty(),
+            "{name}: no records in the database"
+        );
+        return;
     }
     let records = db.records().await;
     assert_eq!(records.len(), receipts.len(), "{name}: one record per key");
