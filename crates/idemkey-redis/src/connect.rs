@@ -20,6 +20,7 @@ pub struct RedisOptions {
     connection_timeout: Duration,
     response_timeout: Duration,
     operation_timeout: Duration,
+    wait_replicas: Option<(u32, Duration)>,
 }
 
 impl Default for RedisOptions {
@@ -29,6 +30,7 @@ impl Default for RedisOptions {
             connection_timeout: Duration::from_secs(1),
             response_timeout: Duration::from_secs(2),
             operation_timeout: Duration::from_secs(5),
+            wait_replicas: None,
         }
     }
 }
@@ -61,6 +63,14 @@ impl RedisOptions {
         self
     }
 
+    /// Waits after each completion for `replicas` replicas, at most `timeout` (see
+    /// [`RedisStore::with_wait_replicas`]). Standalone servers only.
+    #[must_use]
+    pub fn wait_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.wait_replicas = Some((replicas, timeout));
+        self
+    }
+
     /// How long one store operation may take in all (reconnecting, redirections, retries).
     #[must_use]
     pub fn operation_timeout(mut self, timeout: Duration) -> Self {
@@ -85,12 +95,21 @@ impl RedisStore<RedisConnection> {
     /// [`Error::Backend`] for a malformed URL or a refused login.
     pub async fn connect_with(url: &str, options: &RedisOptions) -> Result<Self> {
         let connection = match cluster_nodes(url)? {
+            Some(_) if options.wait_replicas.is_some() => {
+                return Err(Error::Backend(
+                    "waiting for replicas is supported on a standalone server only".into(),
+                ));
+            }
             Some(nodes) => RedisConnection::Cluster(cluster(nodes, options).await?),
             None => RedisConnection::Standalone(standalone(url, options).await?),
         };
-        Ok(Self::new(connection)
+        let store = Self::new(connection)
             .with_prefix(&options.prefix)?
-            .with_timeout(options.operation_timeout))
+            .with_timeout(options.operation_timeout);
+        Ok(match options.wait_replicas {
+            Some((replicas, timeout)) => store.with_wait_replicas(replicas, timeout),
+            None => store,
+        })
     }
 }
 

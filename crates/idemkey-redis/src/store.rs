@@ -34,6 +34,8 @@ pub struct RedisStore<C> {
     keys: Keys,
     timeout: Duration,
     secret: Arc<OnceCell<Arc<[u8]>>>,
+    /// Replicas a completion waits for, and how long (see [`RedisStore::with_wait_replicas`]).
+    wait: Option<(u32, Duration)>,
 }
 
 impl<C> std::fmt::Debug for RedisStore<C> {
@@ -56,6 +58,7 @@ where
             keys: Keys::new(DEFAULT_PREFIX).unwrap_or_else(|_| unreachable!("a valid prefix")),
             timeout: DEFAULT_TIMEOUT,
             secret: Arc::default(),
+            wait: None,
         }
     }
 
@@ -74,6 +77,43 @@ where
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
+    }
+
+    /// The same store, waiting after each completion until `replicas` replicas have
+    /// acknowledged it (Redis's `WAIT`), for at most `timeout`: a response is answered only
+    /// once it would survive the loss of the master, so a failover cannot make its retry
+    /// execute again. Past `timeout` the completion stands (it is on the master) and a warning
+    /// is logged. Costs a replication round trip per completion (BENCHMARKS.md). Standalone
+    /// servers only: a cluster routes `WAIT` to a node of its choosing, and
+    /// [`RedisStore::connect_with`] refuses the option there.
+    #[must_use]
+    pub fn with_wait_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.wait = (replicas > 0).then_some((replicas, timeout));
+        self
+    }
+
+    /// After a completion: `WAIT`, on the same connection, so it covers the completion's
+    /// write (and any other this connection sent before it).
+    async fn wait_for_replicas(&self) -> Result<()> {
+        let Some((replicas, timeout)) = self.wait else {
+            return Ok(());
+        };
+        let mut cmd = redis::cmd("WAIT");
+        cmd.arg(replicas).arg(ms(timeout));
+        let mut conn = self.conn.clone();
+        // The reply comes after `timeout` at the latest; the store's own bound covers a lost one.
+        let acked = tokio::time::timeout(timeout + self.timeout, cmd.query_async::<u64>(&mut conn))
+            .await
+            .map_err(|_| timed_out(Sent::Harmless, self.timeout))?
+            .map_err(|e| store_error(e, Sent::Harmless))?;
+        if acked < u64::from(replicas) {
+            tracing::warn!(
+                acked,
+                replicas,
+                "a completion reached fewer replicas than asked within the wait"
+            );
+        }
+        Ok(())
     }
 
     /// The connection, for the application's own commands.
@@ -207,7 +247,13 @@ where
     async fn complete(&self, claim: &Claim, response: &StoredResponse) -> Result<()> {
         let mut invocation = self.held(&scripts().complete, claim);
         invocation.arg(response.encode()).arg(ms(claim.retention));
-        self.fenced(&invocation, Sent::Commit).await
+        self.fenced(&invocation, Sent::Commit).await?;
+        // A failed wait is not the completion's failure: it is on the master, and a retried
+        // completion would only find it done.
+        if let Err(error) = self.wait_for_replicas().await {
+            tracing::warn!(%error, "waiting for replicas after a completion failed");
+        }
+        Ok(())
     }
 
     async fn release(&self, claim: &Claim) -> Result<()> {

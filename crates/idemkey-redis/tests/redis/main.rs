@@ -14,6 +14,7 @@ mod cluster;
 mod common;
 mod expiry;
 mod fencing;
+mod replicas;
 mod restart;
 
 idemkey_core::store_conformance_suite!(

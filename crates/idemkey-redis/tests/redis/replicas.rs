@@ -1,0 +1,104 @@
+//! Waiting for replicas after a completion (`RedisStore::with_wait_replicas`, Redis's `WAIT`):
+//! once `complete` returns, the replica has acknowledged the completion's write, so a failover
+//! to it would keep the stored response. Without a replica the completion still stands.
+
+use std::time::{Duration, Instant};
+
+use idemkey_core::testkit::request;
+use idemkey_core::{Begin, ExpiredLease, Store, StoredResponse, begin};
+use idemkey_redis::{RedisOptions, RedisStore};
+
+use crate::common::{Server, unique_prefix};
+
+/// `master_repl_offset` and the first replica's acknowledged offset, from `INFO replication`.
+fn offsets(master: &Server) -> (u64, Option<u64>) {
+    let info = master.cli(&["INFO", "replication"]);
+    let field = |line: &str, name: &str| {
+        line.split(',')
+            .find_map(|part| part.split_once('=').filter(|(k, _)| k.ends_with(name)))
+            .and_then(|(_, v)| v.trim().parse().ok())
+    };
+    let master_offset = info
+        .lines()
+        .find_map(|l| l.strip_prefix("master_repl_offset:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    let replica = info
+        .lines()
+        .find(|l| l.starts_with("slave0:") && l.contains("state=online"))
+        .and_then(|l| field(l, "offset"));
+    (master_offset, replica)
+}
+
+fn replicated(master: &Server, replica: &Server) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while offsets(master).1.is_none()
+        || !replica
+            .cli(&["INFO", "replication"])
+            .contains("master_link_status:up")
+    {
+        assert!(Instant::now() < deadline, "the replica never came online");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+async fn store(master: &Server, timeout: Duration) -> RedisStore<idemkey_redis::RedisConnection> {
+    let options = RedisOptions::new()
+        .prefix(unique_prefix())
+        .wait_replicas(1, timeout);
+    RedisStore::connect_with(&master.url(), &options)
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completion_returns_once_the_replica_has_it() {
+    // Diskless full sync waits 5 s for more replicas by default.
+    let master = Server::start(&["--repl-diskless-sync-delay", "0"]);
+    let port = master.port.to_string();
+    let replica = Server::start(&["--replicaof", "127.0.0.1", &port]);
+    replicated(&master, &replica);
+    let store = store(&master, Duration::from_secs(5)).await;
+    for i in 0..5 {
+        let req = request(&format!("{{\"n\":{i}}}"));
+        let Begin::Execute(claim) = begin(&store, &req, ExpiredLease::TakeOver).await.unwrap()
+        else {
+            panic!("expected to execute")
+        };
+        let (before, _) = offsets(&master);
+        let done = StoredResponse::new(201, "done");
+        store.complete(&claim, &done).await.unwrap();
+        // The replica has acknowledged the stream past where it stood before the completion:
+        // the completion's write included. (Replicas report their offset once a second on
+        // their own; only `WAIT` asks at once. `WAIT`'s own `REPLCONF GETACK` then moves the
+        // master's offset on, so the offset after is no bound.)
+        let (_, acked) = offsets(&master);
+        assert!(acked.unwrap() > before, "acked {acked:?}, before {before}");
+        let key = store.record_key(&req.scope);
+        assert_eq!(replica.cli(&["EXISTS", &key]).trim(), "1");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_replica_the_completion_stands_after_the_wait() {
+    let master = Server::start(&[]);
+    let store = store(&master, Duration::from_millis(200)).await;
+    let req = request("{}");
+    let Begin::Execute(claim) = begin(&store, &req, ExpiredLease::TakeOver).await.unwrap() else {
+        panic!("expected to execute")
+    };
+    let response = StoredResponse::new(201, "kept");
+    store.complete(&claim, &response).await.unwrap();
+    assert!(matches!(
+        begin(&store, &req, ExpiredLease::TakeOver).await.unwrap(),
+        Begin::Replay(replayed) if replayed == response
+    ));
+}
+
+#[tokio::test]
+async fn a_cluster_refuses_the_wait() {
+    let options = RedisOptions::new().wait_replicas(1, Duration::from_secs(1));
+    let refused =
+        RedisStore::connect_with("redis+cluster://127.0.0.1:1,127.0.0.1:2", &options).await;
+    assert!(matches!(refused, Err(idemkey_core::Error::Backend(_))));
+}
