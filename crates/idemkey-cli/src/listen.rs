@@ -1,4 +1,5 @@
-//! The HTTP/1.1 server of `idemkey serve` and `idemkey proxy`, with the bounds that keep slow or hostile clients
+//! The HTTP/1.1 and HTTP/2 (cleartext, prior knowledge) server of `idemkey serve` and
+//! `idemkey proxy`, with the bounds that keep slow or hostile clients
 //! from exhausting it (behaviour §11): a header read timeout, a body inactivity timeout and a
 //! cap on open connections. `axum::serve` has none of them: a client that sent half its
 //! headers kept its connection, and a file descriptor, for as long as it liked.
@@ -10,8 +11,8 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::ConnectInfo;
-use hyper::server::conn::http1;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper::server::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
@@ -54,10 +55,6 @@ pub(crate) async fn serve(
         let Some((stream, peer, slot)) = accepted else {
             break;
         };
-        let mut builder = http1::Builder::new();
-        builder
-            .timer(TokioTimer::new())
-            .header_read_timeout(limits.header_read_timeout);
         // The client's address, for handlers that name it (the proxy's `X-Forwarded-For`).
         let service = TowerToHyperService::new(app.clone().map_request(
             move |mut request: http::Request<hyper::body::Incoming>| {
@@ -65,9 +62,31 @@ pub(crate) async fn serve(
                 request
             },
         ));
-        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        let watcher = graceful.watcher();
         tokio::spawn(async move {
-            if let Err(error) = connection.await {
+            let served = match speaks_h2(&stream, limits.header_read_timeout).await {
+                // Said nothing, or not soon enough: closed, like a request's slow headers.
+                None => Ok(()),
+                Some(false) => {
+                    let mut builder = http1::Builder::new();
+                    builder
+                        .timer(TokioTimer::new())
+                        .header_read_timeout(limits.header_read_timeout);
+                    let connection = builder.serve_connection(TokioIo::new(stream), service);
+                    watcher.watch(connection).await
+                }
+                Some(true) => {
+                    let mut builder = http2::Builder::new(TokioExecutor::new());
+                    builder
+                        .timer(TokioTimer::new())
+                        .max_concurrent_streams(MAX_STREAMS)
+                        .keep_alive_interval(Some(limits.header_read_timeout))
+                        .keep_alive_timeout(limits.header_read_timeout);
+                    let connection = builder.serve_connection(TokioIo::new(stream), service);
+                    watcher.watch(connection).await
+                }
+            };
+            if let Err(error) = served {
                 tracing::debug!(%error, "connection ended with an error");
             }
             drop(slot);
@@ -75,6 +94,37 @@ pub(crate) async fn serve(
     }
     drop(listener);
     graceful.shutdown().await;
+}
+
+/// Requests one HTTP/2 connection may have open at once: each holds a task and its body.
+const MAX_STREAMS: u32 = 100;
+
+/// The HTTP/2 connection preface (RFC 9113 §3.4): a client with prior knowledge sends it
+/// first. No TLS here, so no ALPN: cleartext HTTP/2 is only ever prior knowledge.
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Whether the client opens with the HTTP/2 preface, looking at its first bytes without
+/// consuming them; `None` if it closes, or sends too little within `within`. An HTTP/1.1
+/// request differs by its second byte at the latest.
+async fn speaks_h2(stream: &TcpStream, within: Duration) -> Option<bool> {
+    let read = async {
+        let mut seen = [0; H2_PREFACE.len()];
+        loop {
+            let n = stream.peek(&mut seen).await.ok()?;
+            if n == 0 {
+                return None;
+            }
+            if seen[..n] != H2_PREFACE[..n] {
+                return Some(false);
+            }
+            if n == H2_PREFACE.len() {
+                return Some(true);
+            }
+            // A partial preface: `peek` would return the same bytes at once, so wait a little.
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(within, read).await.ok().flatten()
 }
 
 /// The next connection, once a slot is free; `None` if the slots are gone (never, here).

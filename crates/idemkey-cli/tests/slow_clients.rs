@@ -61,6 +61,12 @@ async fn stalled_connections_are_closed_and_a_legitimate_request_is_answered() {
     for _ in 0..48 {
         heads.push(stall(server.addr, half_head.as_bytes()).await);
     }
+    // Silent ones, and ones that stop inside the HTTP/2 preface, while the server still
+    // looks at their first bytes to tell HTTP/1.1 from HTTP/2.
+    for _ in 0..4 {
+        heads.push(stall(server.addr, b"").await);
+        heads.push(stall(server.addr, b"PRI * HTTP/2.0\r\n").await);
+    }
     let mut bodies = Vec::new();
     for _ in 0..4 {
         bodies.push(stall(server.addr, half_body.as_bytes()).await);

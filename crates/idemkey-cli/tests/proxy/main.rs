@@ -40,7 +40,8 @@ fn start(extra: &[&str]) -> Fixture {
 }
 
 /// The seed's cases, through the proxy: a retry replays byte for byte; another body with the
-/// key is refused; actors are isolated; a rejected or failed request is not stored.
+/// key is refused; actors are isolated; a rejected or failed request is not stored; a
+/// forgotten record executes again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_seed_cases_through_the_proxy() {
     let app = start(&[]);
@@ -113,6 +114,33 @@ async fn the_seed_cases_through_the_proxy() {
         stats["derived_keys"][4].is_null(),
         "an unrecorded request has no derived key"
     );
+    // 6. `idemkey forget` deletes the record (actor: the digest kept in the table;
+    // operation: the method and path): the key executes again.
+    let db = app._dir.path().join("proxy.db");
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", db.display()))
+        .await
+        .unwrap();
+    let actor: String =
+        sqlx::query_scalar("SELECT actor FROM idemkey_records WHERE idem_key = 'k1' LIMIT 1")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    pool.close().await;
+    let forgot = std::process::Command::new(env!("CARGO_BIN_EXE_idemkey"))
+        .args([
+            "forget",
+            "--database-url",
+            &sqlite_url(&app._dir),
+            "--actor",
+            &actor,
+        ])
+        .args(["--operation", "POST /items", "--key", "k1"])
+        .output()
+        .unwrap();
+    assert!(forgot.status.success(), "{forgot:?}");
+    let again = post(&items, "alice", Some("k1"), "a").await;
+    assert!(again.headers().get("idempotent-replayed").is_none());
+    assert_eq!(app.upstream.created().await, 7);
 }
 
 /// 64 concurrent duplicates while the first is held upstream: one execution; the others
@@ -393,4 +421,29 @@ async fn sigterm_lets_claimed_requests_finish() {
     let retry = post(&again.url("/items?hold=term"), "alice", Some("term"), "t").await;
     assert_eq!(retry.headers()["idempotent-replayed"], "true");
     assert_eq!(upstream.created().await, 1);
+}
+
+/// A client speaking HTTP/2 (cleartext, prior knowledge) gets the same guarantees.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_clients_are_served_too() {
+    let app = start(&[]);
+    let client = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .unwrap();
+    let send = || {
+        client
+            .post(app.proxy.url("/items"))
+            .header("authorization", "Bearer alice")
+            .header("idempotency-key", "h2")
+            .header("content-type", "application/json")
+            .body("{\"title\":\"h2\"}")
+            .send()
+    };
+    let first = send().await.unwrap();
+    assert_eq!(first.version(), http::Version::HTTP_2);
+    assert_eq!(first.status(), 201);
+    let retry = send().await.unwrap();
+    assert_eq!(retry.headers()["idempotent-replayed"], "true");
+    assert_eq!(app.upstream.created().await, 1);
 }
