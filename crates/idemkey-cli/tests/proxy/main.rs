@@ -447,3 +447,22 @@ async fn http2_clients_are_served_too() {
     assert_eq!(retry.headers()["idempotent-replayed"], "true");
     assert_eq!(app.upstream.created().await, 1);
 }
+
+/// An answer over the storage limit (1 MiB) streams whole to the first caller and is stored
+/// without its body: a retry gets the status and headers, `Idempotent-Body-Omitted: true`,
+/// and never a second execution (behaviour §6).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_answer_streams_and_is_stored_without_its_body() {
+    let app = start(&[]);
+    let url = app.proxy.url("/items?big=3000000");
+    let first = post(&url, "alice", Some("big"), "b").await;
+    assert_eq!(first.status(), 201);
+    assert!(first.bytes().await.unwrap().len() > 3_000_000);
+    let retry = post(&url, "alice", Some("big"), "b").await;
+    assert_eq!(retry.status(), 201);
+    assert_eq!(retry.headers()["idempotent-replayed"], "true");
+    assert_eq!(retry.headers()["idempotent-body-omitted"], "true");
+    assert_eq!(retry.headers()["location"], "/items/1");
+    assert!(retry.bytes().await.unwrap().is_empty());
+    assert_eq!(app.upstream.created().await, 1);
+}

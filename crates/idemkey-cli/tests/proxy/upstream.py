@@ -10,6 +10,7 @@ items. Prints `listening on PORT` first.
   POST /items?die=1          creates the item, then closes the connection mid-response
   POST /items?hold=NAME      waits (before creating) until GET /release?name=NAME
   POST with `X-Fail: 1`      500, creates nothing
+  POST /items?big=N          the item, with a "padding" of N bytes in its answer
   GET  /items                -> 200 {"items": [...]} of the caller
   GET  /stats                -> 200 {"created", "held", "derived_keys", "forwarded_for"}
 """
@@ -109,7 +110,10 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.connection.shutdown(2)
             return
-        self.reply(201, item, [("Location", "/items/" + item["id"])])
+        answer = dict(item)
+        if query.get("big"):
+            answer["padding"] = "x" * int(query["big"][0])
+        self.reply(201, answer, [("Location", "/items/" + item["id"])])
 
 
 def main():
