@@ -98,6 +98,11 @@ pub(crate) struct DatabaseArgs {
         value_name = "URL"
     )]
     pub(crate) records_url: Option<String>,
+    /// With --records-url: each stored response waits until this many Redis replicas have
+    /// it (`WAIT`, at most 1 s), so a failover keeps it. Standalone servers only.
+    #[arg(long, env = "IDEMKEY_RECORDS_WAIT_REPLICAS", value_name = "N", requires = "records_url",
+        value_parser = clap::value_parser!(u32).range(1..), hide_short_help = true)]
+    pub(crate) records_wait_replicas: Option<u32>,
 }
 
 #[derive(Debug, Args)]

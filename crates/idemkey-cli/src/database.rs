@@ -58,16 +58,23 @@ pub(crate) fn is_redis(url: &str) -> bool {
     .any(|scheme| url.starts_with(scheme))
 }
 
-/// Connects to the Redis (or cluster) at `url`; the first connection is made here, so an
-/// unreachable server fails at start-up.
-pub(crate) async fn open_redis(url: &str) -> anyhow::Result<RedisRecords> {
+/// How long a completion waits for `--records-wait-replicas` replicas.
+const REPLICA_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Connects to the Redis (or cluster) at `url`, waiting for `replicas` after each completion
+/// if given; the first connection is made here, so an unreachable server fails at start-up.
+pub(crate) async fn open_redis(url: &str, replicas: Option<u32>) -> anyhow::Result<RedisRecords> {
     if !is_redis(url) {
         bail!(
             "unsupported records URL {}: use redis://HOST:PORT[/DB] or redis+cluster://HOST:PORT,...",
             redact(url)
         );
     }
-    idemkey_redis::RedisStore::connect(url)
+    let mut options = idemkey_redis::RedisOptions::new();
+    if let Some(replicas) = replicas {
+        options = options.wait_replicas(replicas, REPLICA_WAIT);
+    }
+    idemkey_redis::RedisStore::connect_with(url, &options)
         .await
         .with_context(|| format!("cannot connect to the records at {}", redact(url)))
 }

@@ -13,7 +13,7 @@ use crate::database::{Database, RedisRecords, open, open_redis};
 pub(crate) async fn sweep(args: DatabaseArgs) -> anyhow::Result<ExitCode> {
     if let Some(url) = &args.records_url {
         // Connecting checks the URL and the server, so a typo is not reported as success.
-        open_redis(url).await?;
+        open_redis(url, None).await?;
         println!("nothing to sweep: Redis deletes each record itself when it expires (key TTL)");
         return Ok(ExitCode::SUCCESS);
     }
@@ -37,7 +37,7 @@ pub(crate) async fn forget(args: ForgetArgs) -> anyhow::Result<ExitCode> {
     let scope =
         |name: &str| Scope::new(args.actor.as_str(), &Operation::new(name, ""), key.clone());
     if let Some(url) = &args.database.records_url {
-        return forget_in_redis(&open_redis(url).await?, &args, &scope).await;
+        return forget_in_redis(&open_redis(url, None).await?, &args, &scope).await;
     }
     let database = open(&args.database.database_url, false).await?;
     let whole = scope(&args.operation);

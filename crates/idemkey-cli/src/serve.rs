@@ -24,7 +24,10 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let config = config(&args)?;
     let records = match &args.database.records_url {
-        Some(url) => Some(crate::database::open_redis(url).await?),
+        Some(url) => {
+            let replicas = args.database.records_wait_replicas;
+            Some(crate::database::open_redis(url, replicas).await?)
+        }
         None => None,
     };
     match open(&args.database.database_url, true).await? {

@@ -173,3 +173,58 @@ async fn forget_and_sweep_take_records_url() {
     let unreachable = idemkey(&["sweep", "--records-url", "redis://127.0.0.1:1"]);
     assert_eq!(unreachable.status.code(), Some(1));
 }
+
+/// `--records-wait-replicas 1`: a stored response is answered once the replica has it, so
+/// the replica holds the record as soon as the client has its 201.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_wait_for_a_replica_when_asked() {
+    let master = redis_server::Server::start(&["--repl-diskless-sync-delay", "0"]);
+    let port = master.port.to_string();
+    let replica = redis_server::Server::start(&["--replicaof", "127.0.0.1", &port]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !replica
+        .cli(&["INFO", "replication"])
+        .contains("master_link_status:up")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the replica never came up"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = lease_on(
+        &dir.path().join("notes.db"),
+        &master,
+        &["--records-wait-replicas", "1"],
+    );
+    let client = reqwest::Client::new();
+    for i in 0..5 {
+        let key = format!("w{i}");
+        let created = common::create(
+            &client,
+            &server,
+            ALICE,
+            Some(key.as_bytes()),
+            "{\"title\":\"w\"}",
+        )
+        .send()
+        .await
+        .unwrap();
+        assert_eq!(created.status(), 201);
+        // Every record key the replica has; the one just answered among them.
+        let keys = replica.cli(&["--scan", "--pattern", "idemkey:{*"]);
+        assert_eq!(keys.lines().count(), i + 1, "{keys}");
+    }
+    let cluster = idemkey(&[
+        "serve",
+        "--mode",
+        "lease",
+        "--records-wait-replicas",
+        "1",
+        "--records-url",
+        "redis+cluster://127.0.0.1:1,127.0.0.1:2",
+    ]);
+    assert_eq!(cluster.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&cluster.stderr).contains("standalone"));
+}

@@ -91,6 +91,10 @@ pub(crate) struct BenchArgs {
     /// --records-url`, lease mode only), e.g. `redis://127.0.0.1:6379`.
     #[arg(long, value_name = "URL")]
     pub(crate) records_url: Option<String>,
+    /// With --records-url: the service waits for this many Redis replicas after each
+    /// completion (`idemkey serve --records-wait-replicas`).
+    #[arg(long, value_name = "N", requires = "records_url")]
+    pub(crate) records_wait_replicas: Option<u32>,
     /// How long each side of each workload runs, e.g. `10s` (default 10s).
     #[arg(long, value_parser = parse_duration, conflicts_with = "requests")]
     pub(crate) duration: Option<Duration>,

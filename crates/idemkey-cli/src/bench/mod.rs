@@ -265,6 +265,9 @@ fn serve_flags(args: &BenchArgs) -> Vec<String> {
     if let Some(url) = &args.records_url {
         flags.extend(["--records-url".to_owned(), url.clone()]);
     }
+    if let Some(replicas) = args.records_wait_replicas {
+        flags.extend(["--records-wait-replicas".to_owned(), replicas.to_string()]);
+    }
     flags
 }
 

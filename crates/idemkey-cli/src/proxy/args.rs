@@ -29,6 +29,11 @@ pub(crate) struct ProxyArgs {
         default_value = "sqlite://idemkey-proxy.db"
     )]
     pub(crate) database_url: String,
+    /// With a `redis://` database: each stored answer waits until this many Redis replicas
+    /// have it (`WAIT`, at most 1 s), so a failover keeps it. Standalone servers only.
+    #[arg(long, env = "IDEMKEY_RECORDS_WAIT_REPLICAS", value_name = "N",
+        value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) records_wait_replicas: Option<u32>,
     /// A TOML file: covered routes, keys required per route, mismatch status, waits,
     /// fingerprint headers, the actor's source, the upstream's timeout (docs/proxy.md).
     #[arg(long, env = "IDEMKEY_PROXY_CONFIG", value_name = "FILE")]

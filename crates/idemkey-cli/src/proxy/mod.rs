@@ -53,7 +53,8 @@ pub(crate) async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         metrics,
     };
     if is_redis(&proxy.args.database_url) {
-        let records = open_redis(&proxy.args.database_url).await?;
+        let records =
+            open_redis(&proxy.args.database_url, proxy.args.records_wait_replicas).await?;
         proxy.run(records).await?;
         return Ok(ExitCode::SUCCESS);
     }
