@@ -11,13 +11,12 @@ mod common;
 #[path = "../../idemkey-redis/tests/redis/common.rs"]
 mod redis_server;
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
 
 use common::load::{self, Receipts};
 use common::storm::{raw_create, storm};
-use common::{ALICE, Server, count_rows, idemkey};
+use common::{ALICE, Server, count_rows, idemkey, notes_by_title};
 
 /// Persistence that loses nothing acknowledged: every write fsynced before its reply.
 const DURABLE: [&str; 4] = ["--appendonly", "yes", "--appendfsync", "always"];
@@ -48,22 +47,6 @@ async fn a_storm_of_64_across_three_instances_sharing_redis_makes_one_note() {
         answers.iter().all(|a| a.status == 201 || a.status == 409),
         "{answers:?}"
     );
-}
-
-async fn notes_by_title(db: &Path) -> BTreeMap<String, Vec<String>> {
-    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", db.display()))
-        .await
-        .unwrap();
-    let rows: Vec<(String, String)> = sqlx::query_as("SELECT title, id FROM notes")
-        .fetch_all(&pool)
-        .await
-        .unwrap();
-    pool.close().await;
-    let mut by_title: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for (title, id) in rows {
-        by_title.entry(title).or_default().push(id);
-    }
-    by_title
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

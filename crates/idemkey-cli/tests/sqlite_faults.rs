@@ -13,12 +13,11 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::load::{self, Receipts};
-use common::{ALICE, Server, count_rows, create};
+use common::{ALICE, Server, count_rows, create, notes_by_title};
 
 /// The database and its `-wal`: immutable while this lives.
 struct Immutable(Vec<PathBuf>);
@@ -110,22 +109,6 @@ async fn a_database_made_read_only_mid_run_loses_nothing_lease() {
 const PROCESSES: usize = 3;
 const CLIENTS: usize = 6;
 const KEYS_PER_CLIENT: usize = 40;
-
-async fn notes_by_title(db: &Path) -> BTreeMap<String, Vec<String>> {
-    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", db.display()))
-        .await
-        .unwrap();
-    let rows: Vec<(String, String)> = sqlx::query_as("SELECT title, id FROM notes")
-        .fetch_all(&pool)
-        .await
-        .unwrap();
-    pool.close().await;
-    let mut by_title: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for (title, id) in rows {
-        by_title.entry(title).or_default().push(id);
-    }
-    by_title
-}
 
 /// Three processes share one file; clients spread each key's attempts over them. All three
 /// are SIGKILLed at once mid-load, then started again on the same file and ports.

@@ -153,6 +153,28 @@ impl ClaimRequest {
     pub fn matches(&self, record: &Record) -> bool {
         record.fingerprint == self.fingerprint && self.operation.accepts_version(&record.version)
     }
+
+    /// The claim a store grants this request, for store implementations: record `record_id`
+    /// at fencing `token`, its lease counted from `acquired`; `seen` is the record claimed
+    /// again (released, or in flight with an expired lease: a takeover), `None` for a new one.
+    pub fn grant(
+        &self,
+        record_id: RecordId,
+        token: i64,
+        acquired: Instant,
+        seen: Option<&Record>,
+    ) -> Claim {
+        Claim {
+            scope: self.scope.clone(),
+            record_id,
+            token,
+            lease: self.lease,
+            retention: self.retention,
+            acquired,
+            taken_over: seen.is_some_and(|r| matches!(r.state, RecordState::InFlight { .. })),
+            fresh: seen.is_none(),
+        }
+    }
 }
 
 /// The right to execute a scope, held until completed, released or taken over.

@@ -1,11 +1,9 @@
 //! Script replies ↔ core types: the record array of `lua/common.lua`'s `reply`, tokens, flags.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
-use idemkey_core::{
-    Claim, ClaimRequest, Error, Fingerprint, Record, RecordId, RecordState, Result, StoredResponse,
-};
+use idemkey_core::{Error, Fingerprint, Record, RecordId, RecordState, Result, StoredResponse};
 use redis::Value;
 
 /// State codes stored in the hash's `st` field.
@@ -137,26 +135,6 @@ pub(crate) fn done(value: &Value) -> Result<bool> {
         1 => Ok(true),
         0 => Ok(false),
         _ => Err(corrupt("a 0 or 1 expected")),
-    }
-}
-
-/// The claim a successful claim script grants; `seen` is the record claimed again, if any.
-pub(crate) fn claim(
-    request: &ClaimRequest,
-    record_id: RecordId,
-    token: i64,
-    acquired: Instant,
-    seen: Option<&Record>,
-) -> Claim {
-    Claim {
-        scope: request.scope.clone(),
-        record_id,
-        token,
-        lease: request.lease,
-        retention: request.retention,
-        acquired,
-        taken_over: seen.is_some_and(|r| matches!(r.state, RecordState::InFlight { .. })),
-        fresh: seen.is_none(),
     }
 }
 

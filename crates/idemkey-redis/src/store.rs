@@ -225,9 +225,9 @@ where
             })
             .arg(request.request_id.as_deref().unwrap_or("").as_bytes());
         match record::claimed(self.run(&invocation, Sent::Harmless).await?)? {
-            Claimed::Token(token) => Ok(TryClaim::Claimed(record::claim(
-                request, record_id, token, acquired, None,
-            ))),
+            Claimed::Token(token) => Ok(TryClaim::Claimed(
+                request.grant(record_id, token, acquired, None),
+            )),
             Claimed::Existing(record) => Ok(TryClaim::Existing(record)),
         }
     }
@@ -241,7 +241,7 @@ where
             .arg(ms(request.lease))
             .arg(ms(request.retention));
         let token = record::token(&self.run(&invocation, Sent::Harmless).await?)?;
-        Ok(token.map(|token| record::claim(request, seen.record_id, token, acquired, Some(seen))))
+        Ok(token.map(|token| request.grant(seen.record_id, token, acquired, Some(seen))))
     }
 
     async fn complete(&self, claim: &Claim, response: &StoredResponse) -> Result<()> {

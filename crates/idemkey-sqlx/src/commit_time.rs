@@ -11,11 +11,11 @@ use idemkey_core::{
 };
 use sqlx::Transaction;
 
+use crate::SqlxStore;
 use crate::execute::{exhausted, retryable, rollback};
 use crate::failpoints::Point;
 use crate::local::{LocalTurn, Turn};
 use crate::{AtomicError, AtomicHandler, AtomicOptions, AtomicResponse, Backend, Outcome};
-use crate::{SqlxStore, row};
 
 /// How one speculative transaction ended.
 enum Step<R> {
@@ -194,7 +194,7 @@ impl<DB: Backend> SqlxStore<DB> {
             Err(error) => return Err(error),
         }
         if let Some(turn) = turn {
-            let claim = row::claim(request, record_id, 1, Instant::now(), None);
+            let claim = request.grant(record_id, 1, Instant::now(), None);
             turn.settle(&claim, stored);
         }
         self.remember(&request.scope, &completed(request, record_id, 1, stored));

@@ -1,11 +1,9 @@
 //! Decoding a stored row into a core [`Record`], shared by both backends.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
-use idemkey_core::{
-    Claim, ClaimRequest, Error, Fingerprint, Record, RecordId, RecordState, Result, StoredResponse,
-};
+use idemkey_core::{Error, Fingerprint, Record, RecordId, RecordState, Result, StoredResponse};
 
 /// State codes stored in the `state` column.
 pub(crate) const IN_FLIGHT: i16 = 0;
@@ -49,26 +47,6 @@ pub(crate) fn into_record(row: RecordRow) -> Result<Record> {
         state,
         request_id,
     })
-}
-
-/// The claim a successful claim statement grants; `seen` is the record claimed again, if any.
-pub(crate) fn claim(
-    request: &ClaimRequest,
-    record_id: RecordId,
-    token: i64,
-    acquired: Instant,
-    seen: Option<&Record>,
-) -> Claim {
-    Claim {
-        scope: request.scope.clone(),
-        record_id,
-        token,
-        lease: request.lease,
-        retention: request.retention,
-        acquired,
-        taken_over: seen.is_some_and(|r| matches!(r.state, RecordState::InFlight { .. })),
-        fresh: seen.is_none(),
-    }
 }
 
 /// A fenced statement must change exactly the one row the claim holds.

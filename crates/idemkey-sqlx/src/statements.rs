@@ -45,7 +45,7 @@ macro_rules! fenced_statements {
                 .await
                 .map_err(store_error)?;
             let token = token_of(token.into_iter().next())?;
-            Ok(token.map(|token| claim(request, seen.record_id, token, acquired, Some(seen))))
+            Ok(token.map(|token| request.grant(seen.record_id, token, acquired, Some(seen))))
         }
 
         async fn complete(
@@ -183,9 +183,9 @@ macro_rules! claim_with {
                 .await
                 .map_err(store_error)?;
             if let Some(token) = token_of(claimed.into_iter().next())? {
-                return Ok(TryClaim::Claimed(claim(
-                    request, record_id, token, acquired, None,
-                )));
+                return Ok(TryClaim::Claimed(
+                    request.grant(record_id, token, acquired, None),
+                ));
             }
             // Inside a transaction the upsert locked the live row, so it is still there.
             match <$db as crate::Backend>::lookup(conn, &request.scope).await? {

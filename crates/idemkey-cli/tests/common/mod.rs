@@ -157,3 +157,20 @@ pub async fn count_rows(db: &Path, table: &str) -> i64 {
     pool.close().await;
     count
 }
+
+/// The notes of a server's SQLite database, by title: each key's note ids.
+pub async fn notes_by_title(db: &Path) -> std::collections::BTreeMap<String, Vec<String>> {
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", db.display()))
+        .await
+        .unwrap();
+    let rows: Vec<(String, String)> = sqlx::query_as("SELECT title, id FROM notes")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    let mut by_title = std::collections::BTreeMap::<String, Vec<String>>::new();
+    for (title, id) in rows {
+        by_title.entry(title).or_default().push(id);
+    }
+    by_title
+}

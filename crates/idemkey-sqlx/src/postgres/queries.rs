@@ -10,7 +10,7 @@ use sqlx::{Pool, Postgres, Row, Transaction};
 
 use super::wait::{self, PgSettings};
 use crate::error::{millis, store_error};
-use crate::row::{RecordRow, claim, fenced, into_record};
+use crate::row::{RecordRow, fenced, into_record};
 use crate::{Backend, SqlxStore};
 
 /// The database clock in milliseconds since the Unix epoch, read once per statement as

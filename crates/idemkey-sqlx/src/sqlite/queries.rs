@@ -8,7 +8,7 @@ use sqlx::{Pool, Row, Sqlite, Transaction};
 
 use crate::Backend;
 use crate::error::{millis, store_error};
-use crate::row::{RecordRow, claim, fenced, into_record};
+use crate::row::{RecordRow, fenced, into_record};
 
 /// The database clock in milliseconds since the Unix epoch.
 macro_rules! now {
