@@ -1,6 +1,6 @@
-//! The `idemkey` binary: `serve` runs the reference notes service, `sweep` and `forget`
-//! maintain the records, `check` tests any API's idempotency keys from outside, `bench`
-//! measures what idempotency costs.
+//! The `idemkey` binary: `serve` runs the reference notes service, `proxy` puts idempotency
+//! keys in front of any HTTP API, `sweep` and `forget` maintain the records, `check` tests
+//! any API's idempotency keys from outside, `bench` measures what idempotency costs.
 
 mod bench;
 mod cli;

@@ -118,6 +118,13 @@ pub mod sql {
 pub use idemkey_sqlx::PgStore;
 #[cfg(feature = "sqlite")]
 pub use idemkey_sqlx::SqliteStore;
+/// The Redis store (`idemkey-redis`): lease mode's records in Redis or Valkey.
+#[cfg(feature = "redis")]
+pub mod redis {
+    pub use idemkey_redis::*;
+}
+#[cfg(feature = "redis")]
+pub use idemkey_redis::RedisStore;
 /// The sqlx version the stores are built on, for the handler's own queries.
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use sqlx;
