@@ -1,9 +1,11 @@
 //! `idemkey sweep` and `idemkey forget`.
 
+use std::future::Future;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use idemkey_core::{Key, Operation, Scope, Store};
+use idemkey_sqlx::{Backend, SqlxStore};
 use idemkey_tower::sweep_all;
 
 use crate::cli::{DatabaseArgs, ForgetArgs};
@@ -34,57 +36,53 @@ pub(crate) async fn sweep(args: DatabaseArgs) -> anyhow::Result<ExitCode> {
 pub(crate) async fn forget(args: ForgetArgs) -> anyhow::Result<ExitCode> {
     let key = Key::parse(args.key.as_bytes())
         .map_err(|error| anyhow::anyhow!("invalid --key: {error}"))?;
+    if let Some(url) = &args.database.records_url {
+        return forget_in(&open_redis(url, None).await?, &args, &key).await;
+    }
+    match open(&args.database.database_url, false).await? {
+        Database::Sqlite(store) => forget_in(&store, &args, &key).await,
+        Database::Postgres(store) => forget_in(&store, &args, &key).await,
+    }
+}
+
+/// What `forget` needs of a store besides [`Store::forget`]: deleting a scope's record only
+/// if a given operation version wrote it, in one step.
+trait ForgetVersion: Store {
+    fn forget_version(
+        &self,
+        scope: &Scope,
+        version: &str,
+    ) -> impl Future<Output = idemkey_core::Result<bool>> + Send;
+}
+
+impl<DB: Backend> ForgetVersion for SqlxStore<DB> {
+    fn forget_version(
+        &self,
+        scope: &Scope,
+        version: &str,
+    ) -> impl Future<Output = idemkey_core::Result<bool>> + Send {
+        SqlxStore::forget_version(self, scope, version)
+    }
+}
+
+impl ForgetVersion for RedisRecords {
+    fn forget_version(
+        &self,
+        scope: &Scope,
+        version: &str,
+    ) -> impl Future<Output = idemkey_core::Result<bool>> + Send {
+        RedisRecords::forget_version(self, scope, version)
+    }
+}
+
+/// [`forget`] on one store.
+async fn forget_in(
+    store: &impl ForgetVersion,
+    args: &ForgetArgs,
+    key: &Key,
+) -> anyhow::Result<ExitCode> {
     let scope =
         |name: &str| Scope::new(args.actor.as_str(), &Operation::new(name, ""), key.clone());
-    if let Some(url) = &args.database.records_url {
-        return forget_in_redis(&open_redis(url, None).await?, &args, &scope).await;
-    }
-    let database = open(&args.database.database_url, false).await?;
-    let whole = scope(&args.operation);
-    let forgotten = match &database {
-        Database::Sqlite(store) => store.forget(&whole).await,
-        Database::Postgres(store) => store.forget(&whole).await,
-    }
-    .context("forget failed")?;
-    if forgotten {
-        println!(
-            "forgot the record of actor {:?}, operation {:?}",
-            args.actor, args.operation
-        );
-        return Ok(ExitCode::SUCCESS);
-    }
-    if let Some((name, version)) = args.operation.rsplit_once(':') {
-        let named = scope(name);
-        let forgotten = match &database {
-            Database::Sqlite(store) => store.forget_version(&named, version).await,
-            Database::Postgres(store) => store.forget_version(&named, version).await,
-        }
-        .context("forget failed")?;
-        if forgotten {
-            println!(
-                "forgot the record of actor {:?}, operation {name:?} version {version:?}",
-                args.actor
-            );
-            return Ok(ExitCode::SUCCESS);
-        }
-    }
-    Ok(none_found())
-}
-
-fn none_found() -> ExitCode {
-    eprintln!("idemkey: no record of that actor, operation (and version) and key");
-    ExitCode::FAILURE
-}
-
-/// [`forget`] on Redis records: the whole `--operation` as a name, then `NAME:VERSION` only if
-/// that version wrote the record. The version is read, then the record deleted: an operator's
-/// command racing a new request of the same scope could delete that request's record, which
-/// then executes again, as after any `forget`.
-async fn forget_in_redis(
-    store: &RedisRecords,
-    args: &ForgetArgs,
-    scope: &impl Fn(&str) -> Scope,
-) -> anyhow::Result<ExitCode> {
     if store
         .forget(&scope(&args.operation))
         .await
@@ -96,13 +94,10 @@ async fn forget_in_redis(
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let Some((name, version)) = args.operation.rsplit_once(':') else {
-        return Ok(none_found());
-    };
-    let named = scope(name);
-    let record = store.lookup(&named).await.context("forget failed")?;
-    if record.is_some_and(|record| record.version == version)
-        && store.forget(&named).await.context("forget failed")?
+    if let Some((name, version)) = args.operation.rsplit_once(':')
+        && ForgetVersion::forget_version(store, &scope(name), version)
+            .await
+            .context("forget failed")?
     {
         println!(
             "forgot the record of actor {:?}, operation {name:?} version {version:?}",
@@ -110,5 +105,6 @@ async fn forget_in_redis(
         );
         return Ok(ExitCode::SUCCESS);
     }
-    Ok(none_found())
+    eprintln!("idemkey: no record of that actor, operation (and version) and key");
+    Ok(ExitCode::FAILURE)
 }

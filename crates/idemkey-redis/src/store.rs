@@ -116,6 +116,15 @@ where
         Ok(())
     }
 
+    /// Deletes the scope's record only if operation version `version` wrote it, in one
+    /// script, so that a `forget` naming a version never deletes another version's record.
+    /// Whether a record was deleted.
+    pub async fn forget_version(&self, scope: &Scope, version: &str) -> Result<bool> {
+        let mut invocation = self.scoped(&scripts().forget, scope);
+        invocation.arg(version.as_bytes());
+        record::done(&self.run(&invocation, Sent::Harmless).await?)
+    }
+
     /// The connection, for the application's own commands.
     pub fn connection(&self) -> &C {
         &self.conn

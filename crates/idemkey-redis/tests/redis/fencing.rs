@@ -55,3 +55,26 @@ async fn an_expired_lease_is_taken_over_and_the_old_claim_fenced() {
     };
     assert_eq!(replayed.body, "new");
 }
+
+/// `forget_version` deletes the record only if that operation version wrote it (the operator's
+/// `idemkey forget --operation NAME:VERSION`), in one script.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forget_version_deletes_only_what_that_version_wrote() {
+    if standalone_url().is_none() {
+        return;
+    }
+    let store = standalone_store().await;
+    let req = request("{}");
+    let Begin::Execute(claim) = begin(&store, &req, ExpiredLease::TakeOver).await.unwrap() else {
+        panic!("expected to execute")
+    };
+    store
+        .complete(&claim, &StoredResponse::new(201, "v1"))
+        .await
+        .unwrap();
+    assert!(!store.forget_version(&req.scope, "v2").await.unwrap());
+    assert!(store.lookup(&req.scope).await.unwrap().is_some());
+    assert!(store.forget_version(&req.scope, "v1").await.unwrap());
+    assert!(store.lookup(&req.scope).await.unwrap().is_none());
+    assert!(!store.forget_version(&req.scope, "v1").await.unwrap());
+}
