@@ -51,12 +51,7 @@ impl StoredResponse {
 
     /// Encodes the response for storage in a single binary column.
     pub fn encode(&self) -> Vec<u8> {
-        let headers_len: usize = self
-            .headers
-            .iter()
-            .map(|(n, v)| n.len() + v.len() + 8)
-            .sum();
-        let mut out = BytesMut::with_capacity(16 + headers_len + self.body.len());
+        let mut out = BytesMut::with_capacity(self.encoded_len());
         out.put_slice(MAGIC);
         out.put_u16(self.status);
         out.put_u8(if self.body_omitted {
@@ -71,6 +66,18 @@ impl StoredResponse {
         }
         put_bytes(&mut out, &self.body);
         out.to_vec()
+    }
+
+    /// The length of [`Self::encode`]'s bytes, without encoding: what a store keeps for this
+    /// response (per-actor byte caps count it).
+    pub fn encoded_len(&self) -> usize {
+        let headers: usize = self
+            .headers
+            .iter()
+            .map(|(n, v)| 4 + n.len() + 4 + v.len())
+            .sum();
+        // Magic, status, flags, header count; the headers; the body with its length.
+        MAGIC.len() + 2 + 1 + 4 + headers + 4 + self.body.len()
     }
 
     /// Decodes stored bytes. Never panics and never allocates more than the input's size.
@@ -165,6 +172,20 @@ mod tests {
             StoredResponse::decode(omitted.encode().into()).unwrap(),
             omitted
         );
+    }
+
+    #[test]
+    fn encoded_len_is_the_length_of_the_encoding() {
+        let response = StoredResponse::new(201, &b"{\"id\":\"n1\"}"[..])
+            .with_header("Location", &b"/v1/notes/n1"[..])
+            .with_header("vary", &b""[..]);
+        for response in [
+            response.clone(),
+            response.without_body(),
+            StoredResponse::new(204, ""),
+        ] {
+            assert_eq!(response.encoded_len(), response.encode().len());
+        }
     }
 
     #[test]

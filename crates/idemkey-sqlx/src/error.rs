@@ -7,6 +7,13 @@ use sqlx::error::DatabaseError;
 /// refused connection, a server shutting down) is `Unavailable`; the rest, permanent until
 /// someone acts (a missing table, a denied permission, bad data), is `Backend`.
 pub(crate) fn store_error(error: sqlx::Error) -> Error {
+    #[cfg(feature = "sqlite")]
+    if let sqlx::Error::Database(db) = &error
+        && db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some()
+    {
+        // Whatever the class: the pools replace connections after a read-only or I/O error.
+        crate::sqlite::note_fault(&db.code().unwrap_or_default());
+    }
     if is_unavailable(&error) {
         Error::Unavailable(Box::new(error))
     } else {
@@ -34,9 +41,7 @@ fn is_transient(db: &dyn DatabaseError) -> bool {
     }
     #[cfg(feature = "sqlite")]
     if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
-        let code = db.code().unwrap_or_default();
-        crate::sqlite::note_fault(&code);
-        return crate::sqlite::is_busy(&code);
+        return db.code().is_some_and(|code| crate::sqlite::is_busy(&code));
     }
     let _ = db;
     false

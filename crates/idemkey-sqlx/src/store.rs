@@ -122,7 +122,7 @@ impl<DB: Backend> SqlxStore<DB> {
             return Ok(());
         }
         let usage = DB::actor_usage(conn, &request.scope.actor).await?;
-        let new_bytes = stored.map_or(0, |stored| stored.encode().len() as u64);
+        let new_bytes = stored.map_or(0, |stored| stored.encoded_len() as u64);
         self.caps.check(&usage, new_bytes)
     }
 
