@@ -9,13 +9,17 @@
 //! tests).
 #![allow(clippy::unwrap_used)]
 
+#[path = "../../idemkey-check/tests/check/hostile/request.rs"]
+mod request;
+
 use std::io;
 use std::net::SocketAddr;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use request::read_request;
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
 /// A run still going after this is killed and fails the test: before the limits, the bench
@@ -101,41 +105,6 @@ async fn endless(stream: &mut TcpStream, status: &str, start: &str, unit: &str) 
     loop {
         stream.write_all(chunk.as_bytes()).await?;
     }
-}
-
-/// Reads one request (head and `Content-Length` body); returns its head.
-async fn read_request(stream: &mut TcpStream) -> io::Result<String> {
-    let mut buf = Vec::new();
-    let end = loop {
-        if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break at + 4;
-        }
-        read_more(stream, &mut buf).await?;
-    };
-    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-    while buf.len() < end + content_length(&head) {
-        read_more(stream, &mut buf).await?;
-    }
-    Ok(head)
-}
-
-async fn read_more(stream: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<()> {
-    let mut chunk = [0; 4096];
-    match stream.read(&mut chunk).await? {
-        0 => Err(io::ErrorKind::UnexpectedEof.into()),
-        n => {
-            buf.extend_from_slice(&chunk[..n]);
-            Ok(())
-        }
-    }
-}
-
-fn content_length(head: &str) -> usize {
-    head.lines()
-        .filter_map(|line| line.split_once(':'))
-        .find(|(name, _)| name.trim().eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, value)| value.trim().parse().ok())
-        .unwrap_or(0)
 }
 
 /// A finished bench run.

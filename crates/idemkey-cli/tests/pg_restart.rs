@@ -139,11 +139,7 @@ async fn notes(url: &str) -> BTreeMap<String, Vec<String>> {
         .fetch_all(&mut conn)
         .await
         .unwrap();
-    let mut by_title: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for (title, id) in rows {
-        by_title.entry(title).or_default().push(id);
-    }
-    by_title
+    common::by_title(rows)
 }
 
 async fn restarted_mid_load(mode: &[&str]) {

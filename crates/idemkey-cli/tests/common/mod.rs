@@ -168,6 +168,11 @@ pub async fn notes_by_title(db: &Path) -> std::collections::BTreeMap<String, Vec
         .await
         .unwrap();
     pool.close().await;
+    by_title(rows)
+}
+
+/// `(title, id)` rows of the notes table, grouped: each key's note ids.
+pub fn by_title(rows: Vec<(String, String)>) -> std::collections::BTreeMap<String, Vec<String>> {
     let mut by_title = std::collections::BTreeMap::<String, Vec<String>>::new();
     for (title, id) in rows {
         by_title.entry(title).or_default().push(id);

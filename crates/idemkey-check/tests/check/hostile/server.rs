@@ -4,6 +4,8 @@
 use std::{io, net::SocketAddr, time::Duration};
 
 use idemkey_check::CheckConfig;
+
+use super::request::read_request;
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},
@@ -98,42 +100,4 @@ async fn stream_forever(stream: &mut TcpStream) -> io::Result<()> {
         stream.write_all(&step).await?;
         tokio::time::sleep(PACE).await;
     }
-}
-
-/// Reads a request head and its `Content-Length` body, so that answering never races unread
-/// request bytes (closing with unread input resets the connection).
-async fn read_request(stream: &mut TcpStream) -> io::Result<()> {
-    let mut buf = Vec::new();
-    let head_end = loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break end + 4;
-        }
-        read_more(stream, &mut buf).await?;
-    };
-    let len = content_length(&buf[..head_end]);
-    while buf.len() < head_end + len {
-        read_more(stream, &mut buf).await?;
-    }
-    Ok(())
-}
-
-async fn read_more(stream: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<()> {
-    let mut chunk = [0; 4096];
-    match stream.read(&mut chunk).await? {
-        0 => Err(io::ErrorKind::UnexpectedEof.into()),
-        n => {
-            buf.extend_from_slice(&chunk[..n]);
-            Ok(())
-        }
-    }
-}
-
-/// The `Content-Length` of a request head, 0 when absent.
-fn content_length(head: &[u8]) -> usize {
-    String::from_utf8_lossy(head)
-        .lines()
-        .filter_map(|line| line.split_once(':'))
-        .find(|(name, _)| name.trim().eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, value)| value.trim().parse().ok())
-        .unwrap_or(0)
 }
