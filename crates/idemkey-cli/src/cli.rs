@@ -103,6 +103,16 @@ pub(crate) struct DatabaseArgs {
     #[arg(long, env = "IDEMKEY_RECORDS_WAIT_REPLICAS", value_name = "N", requires = "records_url",
         value_parser = clap::value_parser!(u32).range(1..), hide_short_help = true)]
     pub(crate) records_wait_replicas: Option<u32>,
+    /// With --records-url: each stored response waits until Redis has fsynced it to its
+    /// append-only file (`WAITAOF`, Redis 7.2+ or Valkey, `appendonly yes`; at most 1 s), so
+    /// a server crash cannot lose it. With --records-wait-replicas, the replicas' files too.
+    #[arg(
+        long,
+        env = "IDEMKEY_RECORDS_WAIT_FSYNC",
+        requires = "records_url",
+        hide_short_help = true
+    )]
+    pub(crate) records_wait_fsync: bool,
 }
 
 #[derive(Debug, Args)]

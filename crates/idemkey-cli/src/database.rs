@@ -58,12 +58,23 @@ pub(crate) fn is_redis(url: &str) -> bool {
     .any(|scheme| url.starts_with(scheme))
 }
 
-/// How long a completion waits for `--records-wait-replicas` replicas.
-const REPLICA_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long a completion waits for `--records-wait-replicas` replicas or
+/// `--records-wait-fsync`.
+const DURABLE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Connects to the Redis (or cluster) at `url`, waiting for `replicas` after each completion
-/// if given; the first connection is made here, so an unreachable server fails at start-up.
-pub(crate) async fn open_redis(url: &str, replicas: Option<u32>) -> anyhow::Result<RedisRecords> {
+/// What each completion waits for in Redis before it returns.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct RedisWait {
+    /// `--records-wait-replicas`.
+    pub(crate) replicas: Option<u32>,
+    /// `--records-wait-fsync`.
+    pub(crate) fsync: bool,
+}
+
+/// Connects to the Redis (or cluster) at `url`, each completion waiting as `wait` says; the
+/// first connection is made here, so an unreachable server (or one that cannot wait as
+/// asked) fails at start-up.
+pub(crate) async fn open_redis(url: &str, wait: RedisWait) -> anyhow::Result<RedisRecords> {
     if !is_redis(url) {
         bail!(
             "unsupported records URL {}: use redis://HOST:PORT[/DB] or redis+cluster://HOST:PORT,...",
@@ -71,8 +82,11 @@ pub(crate) async fn open_redis(url: &str, replicas: Option<u32>) -> anyhow::Resu
         );
     }
     let mut options = idemkey_redis::RedisOptions::new();
-    if let Some(replicas) = replicas {
-        options = options.wait_replicas(replicas, REPLICA_WAIT);
+    if let Some(replicas) = wait.replicas {
+        options = options.wait_replicas(replicas, DURABLE_WAIT);
+    }
+    if wait.fsync {
+        options = options.wait_fsync(DURABLE_WAIT);
     }
     idemkey_redis::RedisStore::connect_with(url, &options)
         .await

@@ -25,8 +25,11 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let config = config(&args)?;
     let records = match &args.database.records_url {
         Some(url) => {
-            let replicas = args.database.records_wait_replicas;
-            Some(crate::database::open_redis(url, replicas).await?)
+            let wait = crate::database::RedisWait {
+                replicas: args.database.records_wait_replicas,
+                fsync: args.database.records_wait_fsync,
+            };
+            Some(crate::database::open_redis(url, wait).await?)
         }
         None => None,
     };

@@ -219,3 +219,68 @@ async fn records_wait_for_a_replica_when_asked() {
     assert_eq!(cluster.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&cluster.stderr).contains("standalone"));
 }
+
+/// `--records-wait-fsync` (Valkey 8, Redis 7.2+): each stored response is answered after the
+/// server's `WAITAOF` for it; a server without an append-only file is refused at start-up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_wait_for_the_fsync_when_asked() {
+    let Some(program) = redis_server::valkey_program() else {
+        return;
+    };
+    let valkey = redis_server::Server::start_program(
+        &program,
+        &["--appendonly", "yes", "--appendfsync", "everysec"],
+    );
+    let waits = || {
+        valkey
+            .cli(&["INFO", "commandstats"])
+            .lines()
+            .find_map(|line| line.strip_prefix("cmdstat_waitaof:calls="))
+            .and_then(|rest| rest.split(',').next())
+            .map_or(0, |calls| calls.parse::<usize>().unwrap())
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let server = lease_on(
+        &dir.path().join("notes.db"),
+        &valkey,
+        &["--records-wait-fsync"],
+    );
+    let client = reqwest::Client::new();
+    let probes = waits();
+    for i in 0..3 {
+        let key = format!("f{i}");
+        let post = || {
+            common::create(
+                &client,
+                &server,
+                ALICE,
+                Some(key.as_bytes()),
+                "{\"title\":\"f\"}",
+            )
+            .send()
+        };
+        assert_eq!(post().await.unwrap().status(), 201);
+        assert_eq!(waits(), probes + i + 1);
+        let replayed = post().await.unwrap();
+        assert_eq!(replayed.headers()["idempotent-replayed"], "true");
+        assert_eq!(waits(), probes + i + 1, "a replay stores nothing");
+    }
+
+    let no_aof = redis_server::Server::start_program(&program, &["--appendonly", "no"]);
+    let url = no_aof.url();
+    let refused = idemkey(&[
+        "serve",
+        "--mode",
+        "lease",
+        "--listen",
+        "127.0.0.1:0",
+        "--database-url",
+        &format!("sqlite://{}", dir.path().join("other.db").display()),
+        "--records-url",
+        &url,
+        "--records-wait-fsync",
+    ]);
+    assert_eq!(refused.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("appendonly"), "{stderr}");
+}

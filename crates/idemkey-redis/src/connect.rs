@@ -6,6 +6,7 @@ use idemkey_core::{Error, Result};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 
+use crate::durable::{Durable, Wait};
 use crate::error::{Sent, store_error};
 use crate::{DEFAULT_PREFIX, RedisConnection, RedisStore};
 
@@ -20,7 +21,7 @@ pub struct RedisOptions {
     connection_timeout: Duration,
     response_timeout: Duration,
     operation_timeout: Duration,
-    wait_replicas: Option<(u32, Duration)>,
+    wait: Wait,
 }
 
 impl Default for RedisOptions {
@@ -30,7 +31,7 @@ impl Default for RedisOptions {
             connection_timeout: Duration::from_secs(1),
             response_timeout: Duration::from_secs(2),
             operation_timeout: Duration::from_secs(5),
-            wait_replicas: None,
+            wait: Wait::default(),
         }
     }
 }
@@ -63,11 +64,32 @@ impl RedisOptions {
         self
     }
 
-    /// Waits after each completion for `replicas` replicas, at most `timeout` (see
-    /// [`RedisStore::with_wait_replicas`]). Standalone servers only.
+    /// Each completion returns only once `replicas` replicas have acknowledged it (Redis's
+    /// `WAIT`), or after `timeout` with a warning (the completion stands: it is on the master).
+    /// A response is then answered only once it would survive the loss of the master, so a
+    /// failover cannot make its retry execute again.
+    ///
+    /// With [`Self::wait_fsync`], the replicas must also have written it to their append-only
+    /// files (`WAITAOF 1 <replicas>`). Costs a replication round trip per completion, on a
+    /// connection of its own so that other requests do not wait behind it. Standalone servers
+    /// only: a cluster would route the wait to every master rather than to the record's.
     #[must_use]
     pub fn wait_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
-        self.wait_replicas = Some((replicas, timeout));
+        self.wait.replicas = replicas;
+        self.wait.timeout = timeout;
+        self
+    }
+
+    /// Each completion returns only once the server has fsynced it to its append-only file
+    /// (Redis 7.2+ and Valkey's `WAITAOF`), or after `timeout` with a warning. With
+    /// `appendfsync everysec` a server crash loses up to a second of acknowledged writes; with
+    /// this wait, no acknowledged response is among them, whatever the fsync policy. The
+    /// server must run with `appendonly yes`: [`RedisStore::connect_with`] refuses one that
+    /// does not, or that does not know `WAITAOF`. Standalone servers only.
+    #[must_use]
+    pub fn wait_fsync(mut self, timeout: Duration) -> Self {
+        self.wait.fsync = true;
+        self.wait.timeout = timeout;
         self
     }
 
@@ -95,9 +117,9 @@ impl RedisStore<RedisConnection> {
     /// [`Error::Backend`] for a malformed URL or a refused login.
     pub async fn connect_with(url: &str, options: &RedisOptions) -> Result<Self> {
         let connection = match cluster_nodes(url)? {
-            Some(_) if options.wait_replicas.is_some() => {
+            Some(_) if options.wait.is_set() => {
                 return Err(Error::Backend(
-                    "waiting for replicas is supported on a standalone server only".into(),
+                    "waiting for replicas or fsync is supported on a standalone server only".into(),
                 ));
             }
             Some(nodes) => RedisConnection::Cluster(cluster(nodes, options).await?),
@@ -106,10 +128,18 @@ impl RedisStore<RedisConnection> {
         let store = Self::new(connection)
             .with_prefix(&options.prefix)?
             .with_timeout(options.operation_timeout);
-        Ok(match options.wait_replicas {
-            Some((replicas, timeout)) => store.with_wait_replicas(replicas, timeout),
-            None => store,
-        })
+        if !options.wait.is_set() {
+            return Ok(store);
+        }
+        let client = redis::Client::open(url).map_err(invalid)?;
+        let durable = Durable::new(
+            options.wait,
+            client,
+            options.connection_timeout,
+            options.response_timeout,
+        )
+        .await?;
+        Ok(store.with_durable(durable))
     }
 }
 

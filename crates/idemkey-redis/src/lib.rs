@@ -23,6 +23,7 @@
 
 mod connect;
 mod connection;
+mod durable;
 mod error;
 mod keys;
 mod record;

@@ -11,6 +11,7 @@ use redis::aio::ConnectionLike;
 use redis::{FromRedisValue, ScriptInvocation, Value};
 use tokio::sync::OnceCell;
 
+use crate::durable::Durable;
 use crate::error::{Sent, store_error, timed_out};
 use crate::keys::{DEFAULT_PREFIX, Keys};
 use crate::record::{self, Claimed};
@@ -34,8 +35,9 @@ pub struct RedisStore<C> {
     keys: Keys,
     timeout: Duration,
     secret: Arc<OnceCell<Arc<[u8]>>>,
-    /// Replicas a completion waits for, and how long (see [`RedisStore::with_wait_replicas`]).
-    wait: Option<(u32, Duration)>,
+    /// What a completion waits for, and the connections it waits on (see
+    /// [`crate::RedisOptions::wait_replicas`] and [`crate::RedisOptions::wait_fsync`]).
+    durable: Option<Arc<Durable>>,
 }
 
 impl<C> std::fmt::Debug for RedisStore<C> {
@@ -58,7 +60,7 @@ where
             keys: Keys::new(DEFAULT_PREFIX).unwrap_or_else(|_| unreachable!("a valid prefix")),
             timeout: DEFAULT_TIMEOUT,
             secret: Arc::default(),
-            wait: None,
+            durable: None,
         }
     }
 
@@ -79,39 +81,31 @@ where
         self
     }
 
-    /// The same store, waiting after each completion until `replicas` replicas have
-    /// acknowledged it (Redis's `WAIT`), for at most `timeout`: a response is answered only
-    /// once it would survive the loss of the master, so a failover cannot make its retry
-    /// execute again. Past `timeout` the completion stands (it is on the master) and a warning
-    /// is logged. Costs a replication round trip per completion (BENCHMARKS.md). Standalone
-    /// servers only: a cluster routes `WAIT` to a node of its choosing, and
-    /// [`RedisStore::connect_with`] refuses the option there.
-    #[must_use]
-    pub fn with_wait_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
-        self.wait = (replicas > 0).then_some((replicas, timeout));
+    /// The same store, each completion waiting as `durable` says before it returns.
+    pub(crate) fn with_durable(mut self, durable: Durable) -> Self {
+        self.durable = Some(Arc::new(durable));
         self
     }
 
-    /// After a completion: `WAIT`, on the same connection, so it covers the completion's
-    /// write (and any other this connection sent before it).
-    async fn wait_for_replicas(&self) -> Result<()> {
-        let Some((replicas, timeout)) = self.wait else {
-            return Ok(());
-        };
-        let mut cmd = redis::cmd("WAIT");
-        cmd.arg(replicas).arg(ms(timeout));
-        let mut conn = self.conn.clone();
-        // The reply comes after `timeout` at the latest; the store's own bound covers a lost one.
-        let acked = tokio::time::timeout(timeout + self.timeout, cmd.query_async::<u64>(&mut conn))
-            .await
-            .map_err(|_| timed_out(Sent::Harmless, self.timeout))?
-            .map_err(|e| store_error(e, Sent::Harmless))?;
-        if acked < u64::from(replicas) {
-            tracing::warn!(
-                acked,
-                replicas,
-                "a completion reached fewer replicas than asked within the wait"
-            );
+    /// Runs the completion `invocation`, then waits until it is as durable as asked, on a
+    /// connection of its own (see [`crate::durable`]).
+    async fn complete_durably(
+        &self,
+        durable: &Durable,
+        invocation: &ScriptInvocation<'_>,
+    ) -> Result<()> {
+        let mut conn = durable.take().await?;
+        if !record::done(&self.run_on(&mut conn, invocation, Sent::Commit).await?)? {
+            return Err(Error::Fenced);
+        }
+        // A failed or short wait is not the completion's failure: it is on the master, and a
+        // retried completion would only find it done.
+        match durable.wait(&mut conn, self.timeout).await {
+            Ok(true) => durable.give_back(conn),
+            Ok(false) => {
+                tracing::warn!("a completion was not made durable as asked within the wait")
+            }
+            Err(error) => tracing::warn!(%error, "waiting after a completion failed"),
         }
         Ok(())
     }
@@ -137,8 +131,17 @@ where
 
     /// Runs a script invocation, bounded by the store's timeout.
     async fn run(&self, invocation: &ScriptInvocation<'_>, sent: Sent) -> Result<Value> {
-        let mut conn = self.conn.clone();
-        let reply = invocation.invoke_async::<Value>(&mut conn);
+        self.run_on(&mut self.conn.clone(), invocation, sent).await
+    }
+
+    /// Runs a script invocation on `conn`, bounded by the store's timeout.
+    async fn run_on<K: ConnectionLike + Send>(
+        &self,
+        conn: &mut K,
+        invocation: &ScriptInvocation<'_>,
+        sent: Sent,
+    ) -> Result<Value> {
+        let reply = invocation.invoke_async::<Value>(conn);
         match tokio::time::timeout(self.timeout, reply).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(error)) => Err(store_error(error, sent)),
@@ -204,7 +207,7 @@ where
 }
 
 /// Milliseconds for a script, capped at [`MAX_MS`].
-fn ms(duration: Duration) -> u64 {
+pub(crate) fn ms(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).map_or(MAX_MS, |ms| ms.min(MAX_MS))
 }
 
@@ -256,13 +259,10 @@ where
     async fn complete(&self, claim: &Claim, response: &StoredResponse) -> Result<()> {
         let mut invocation = self.held(&scripts().complete, claim);
         invocation.arg(response.encode()).arg(ms(claim.retention));
-        self.fenced(&invocation, Sent::Commit).await?;
-        // A failed wait is not the completion's failure: it is on the master, and a retried
-        // completion would only find it done.
-        if let Err(error) = self.wait_for_replicas().await {
-            tracing::warn!(%error, "waiting for replicas after a completion failed");
+        match &self.durable {
+            Some(durable) => self.complete_durably(durable, &invocation).await,
+            None => self.fenced(&invocation, Sent::Commit).await,
         }
-        Ok(())
     }
 
     async fn release(&self, claim: &Claim) -> Result<()> {

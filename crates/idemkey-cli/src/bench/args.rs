@@ -95,6 +95,10 @@ pub(crate) struct BenchArgs {
     /// completion (`idemkey serve --records-wait-replicas`).
     #[arg(long, value_name = "N", requires = "records_url")]
     pub(crate) records_wait_replicas: Option<u32>,
+    /// With --records-url: the service waits for Redis's fsync after each completion
+    /// (`idemkey serve --records-wait-fsync`).
+    #[arg(long, requires = "records_url")]
+    pub(crate) records_wait_fsync: bool,
     /// How long each side of each workload runs, e.g. `10s` (default 10s).
     #[arg(long, value_parser = parse_duration, conflicts_with = "requests")]
     pub(crate) duration: Option<Duration>,

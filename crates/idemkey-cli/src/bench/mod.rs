@@ -268,6 +268,9 @@ fn serve_flags(args: &BenchArgs) -> Vec<String> {
     if let Some(replicas) = args.records_wait_replicas {
         flags.extend(["--records-wait-replicas".to_owned(), replicas.to_string()]);
     }
+    if args.records_wait_fsync {
+        flags.push("--records-wait-fsync".to_owned());
+    }
     flags
 }
 

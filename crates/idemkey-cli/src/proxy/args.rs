@@ -34,6 +34,10 @@ pub(crate) struct ProxyArgs {
     #[arg(long, env = "IDEMKEY_RECORDS_WAIT_REPLICAS", value_name = "N",
         value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) records_wait_replicas: Option<u32>,
+    /// With a `redis://` database: each stored answer waits until Redis has fsynced it to its
+    /// append-only file (`WAITAOF`, Redis 7.2+ or Valkey, `appendonly yes`; at most 1 s).
+    #[arg(long, env = "IDEMKEY_RECORDS_WAIT_FSYNC")]
+    pub(crate) records_wait_fsync: bool,
     /// A TOML file: covered routes, keys required per route, mismatch status, waits,
     /// fingerprint headers, the actor's source, the upstream's timeout (docs/proxy.md).
     #[arg(long, env = "IDEMKEY_PROXY_CONFIG", value_name = "FILE")]

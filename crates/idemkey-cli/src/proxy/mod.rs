@@ -29,7 +29,7 @@ pub(crate) use args::ProxyArgs;
 use config::ProxyConfig;
 use forward::{Forward, Upstream};
 
-use crate::database::{Database, is_redis, open, open_redis, redact};
+use crate::database::{Database, RedisWait, is_redis, open, open_redis, redact};
 
 /// Starts the proxy and runs it until SIGINT or SIGTERM.
 pub(crate) async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
@@ -53,8 +53,11 @@ pub(crate) async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         metrics,
     };
     if is_redis(&proxy.args.database_url) {
-        let records =
-            open_redis(&proxy.args.database_url, proxy.args.records_wait_replicas).await?;
+        let wait = RedisWait {
+            replicas: proxy.args.records_wait_replicas,
+            fsync: proxy.args.records_wait_fsync,
+        };
+        let records = open_redis(&proxy.args.database_url, wait).await?;
         proxy.run(records).await?;
         return Ok(ExitCode::SUCCESS);
     }

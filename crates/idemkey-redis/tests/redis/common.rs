@@ -34,6 +34,34 @@ pub fn standalone_url() -> Option<String> {
     None
 }
 
+/// The variable naming a Valkey 8+ server program for the Valkey tests.
+pub const VALKEY_ENV: &str = "IDEMKEY_TEST_VALKEY_SERVER";
+
+/// The Valkey server program: [`VALKEY_ENV`], else `valkey-server` if it is on the `PATH`.
+/// Neither: `None` after a loud `SKIPPED`, or a failure in CI (`CI` set).
+pub fn valkey_program() -> Option<String> {
+    if let Ok(program) = std::env::var(VALKEY_ENV) {
+        return Some(program);
+    }
+    let on_path = Command::new("valkey-server")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if on_path {
+        return Some("valkey-server".to_owned());
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{VALKEY_ENV} is not set and no valkey-server is on the PATH: the Valkey tests must run in CI"
+    );
+    eprintln!(
+        "SKIPPED: no Valkey server; set {VALKEY_ENV}=/path/to/valkey-server to run the Valkey tests"
+    );
+    None
+}
+
 /// A key prefix of its own for every store a test makes, so runs and tests never meet.
 pub fn unique_prefix() -> String {
     format!("idemkey-test-{}", uuid::Uuid::new_v4())
@@ -73,13 +101,20 @@ pub fn free_port() -> u16 {
 pub struct Server {
     pub port: u16,
     pub dir: PathBuf,
+    /// The server program: `redis-server`, or a Valkey's `valkey-server`.
+    program: String,
     args: Vec<String>,
     watchdog: Option<(Child, ChildStdin)>,
 }
 
 impl Server {
-    /// Starts a server on a free port in a directory of its own, with `extra` arguments.
+    /// Starts a `redis-server` on a free port in a directory of its own, with `extra` arguments.
     pub fn start(extra: &[&str]) -> Self {
+        Self::start_program("redis-server", extra)
+    }
+
+    /// Starts `program` (a Redis or Valkey server) as [`Self::start`] does.
+    pub fn start_program(program: &str, extra: &[&str]) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("idemkey-redis-")
             .tempdir()
@@ -88,6 +123,7 @@ impl Server {
         let mut server = Self {
             port: 0,
             dir,
+            program: program.to_owned(),
             args: extra.iter().map(|s| (*s).to_owned()).collect(),
             watchdog: None,
         };
@@ -103,13 +139,14 @@ impl Server {
 
     /// Starts the server process on `self.port`; whether it answers within 5 s.
     fn spawn(&mut self) -> bool {
-        let script = r#"dir="$1"; shift; redis-server "$@" >"$dir/server.log" 2>&1 & pid=$!
+        let script = r#"dir="$1"; program="$2"; shift 2; "$program" "$@" >"$dir/server.log" 2>&1 & pid=$!
 read _eof; kill -9 "$pid" 2>/dev/null; wait "$pid"; [ -e "$dir/.keep" ] || rm -rf "$dir""#;
         let mut child = Command::new("sh")
             .arg("-c")
             .arg(script)
             .arg("sh")
             .arg(&self.dir)
+            .arg(&self.program)
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .arg("--dir")
             .arg(&self.dir)
@@ -117,7 +154,7 @@ read _eof; kill -9 "$pid" 2>/dev/null; wait "$pid"; [ -e "$dir/.keep" ] || rm -r
             .args(&self.args)
             .stdin(Stdio::piped())
             .spawn()
-            .expect("sh and redis-server on the PATH");
+            .expect("sh on the PATH");
         let stdin = child.stdin.take().unwrap();
         self.watchdog = Some((child, stdin));
         let deadline = Instant::now() + Duration::from_secs(5);

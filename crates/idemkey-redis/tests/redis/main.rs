@@ -16,6 +16,7 @@ mod expiry;
 mod fencing;
 mod replicas;
 mod restart;
+mod valkey;
 
 idemkey_core::store_conformance_suite!(
     {

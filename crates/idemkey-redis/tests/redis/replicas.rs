@@ -102,3 +102,62 @@ async fn a_cluster_refuses_the_wait() {
         RedisStore::connect_with("redis+cluster://127.0.0.1:1,127.0.0.1:2", &options).await;
     assert!(matches!(refused, Err(idemkey_core::Error::Backend(_))));
 }
+
+/// `WAIT` blocks the client that sends it: on the store's shared connection every other
+/// request would queue behind a completion's wait. Here a completion waits for a replica that
+/// does not exist (for a minute), and the same store still answers other operations.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_completion_holds_up_no_other_operation() {
+    let master = tokio::task::spawn_blocking(|| Server::start(&[]))
+        .await
+        .unwrap();
+    let store = store(&master, Duration::from_secs(60)).await;
+    let req = request("{}");
+    let Begin::Execute(claim) = begin(&store, &req, ExpiredLease::TakeOver).await.unwrap() else {
+        panic!("expected to execute")
+    };
+    let waiting = tokio::spawn({
+        let store = store.clone();
+        async move {
+            store
+                .complete(&claim, &StoredResponse::new(201, "stored"))
+                .await
+        }
+    });
+    // Forced: the completion is on the master and its `WAIT` is blocked there.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !master
+        .cli(&["INFO", "clients"])
+        .contains("blocked_clients:1")
+    {
+        assert!(Instant::now() < deadline, "the completion never waited");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let other = request("{}");
+    assert!(matches!(
+        begin(&store, &other, ExpiredLease::TakeOver).await.unwrap(),
+        Begin::Execute(_)
+    ));
+    assert!(matches!(
+        store.lookup(&req.scope).await.unwrap(),
+        Some(record) if matches!(record.state, idemkey_core::RecordState::Completed(_))
+    ));
+    assert!(!waiting.is_finished(), "the wait ended early");
+    waiting.abort();
+}
+
+/// `WAITAOF` arrived with Redis 7.2: a server without it is refused when the store connects,
+/// not at each completion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fsync_wait_needs_a_server_that_knows_waitaof() {
+    let server = tokio::task::spawn_blocking(|| Server::start(&["--appendonly", "yes"]))
+        .await
+        .unwrap();
+    let knows = !server
+        .cli(&["COMMAND", "INFO", "WAITAOF"])
+        .trim()
+        .is_empty();
+    let options = RedisOptions::new().wait_fsync(Duration::from_secs(1));
+    let store = RedisStore::connect_with(&server.url(), &options).await;
+    assert_eq!(store.is_ok(), knows, "{store:?}");
+}

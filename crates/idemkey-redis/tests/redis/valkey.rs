@@ -1,0 +1,145 @@
+//! Valkey 8: the conformance suite on a Valkey server of this process's own, every completion
+//! waiting for the server's fsync (`WAITAOF`), and what that wait needs of the server.
+//!
+//! The program is `IDEMKEY_TEST_VALKEY_SERVER` or `valkey-server` on the `PATH` (CI installs
+//! Debian's bookworm-backports build); without one the tests skip loudly, or fail in CI.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use idemkey_core::testkit::request;
+use idemkey_core::{Begin, Error, ExpiredLease, Store, StoredResponse, begin};
+use idemkey_redis::{RedisOptions, RedisStore};
+
+use crate::common::{Server, Store as Redis, unique_prefix, valkey_program};
+
+/// The longest a completion waits for the fsync in these tests; it never comes near.
+const WAIT: Duration = Duration::from_secs(5);
+
+/// The shared Valkey (append-only file, `appendfsync everysec`), started by the first test
+/// that asks; `None` when there is no Valkey to run.
+fn shared() -> Option<&'static Server> {
+    static SERVER: OnceLock<Option<Server>> = OnceLock::new();
+    SERVER
+        .get_or_init(|| {
+            let program = valkey_program()?;
+            Some(Server::start_program(
+                &program,
+                &["--appendonly", "yes", "--appendfsync", "everysec"],
+            ))
+        })
+        .as_ref()
+}
+
+/// A store on the shared Valkey whose completions wait for the fsync.
+async fn fsync_store(server: &Server) -> Redis {
+    let options = RedisOptions::new().prefix(unique_prefix()).wait_fsync(WAIT);
+    RedisStore::connect_with(&server.url(), &options)
+        .await
+        .unwrap()
+}
+
+idemkey_core::store_conformance_suite!(
+    {
+        let Some(server) = tokio::task::spawn_blocking(shared).await.unwrap() else {
+            return;
+        };
+        fsync_store(server)
+    },
+    // Valkey deletes expired records itself, as Redis does (see `expiry`).
+    except: [sweep_deletes_only_expired_records_in_batches]
+);
+
+/// `cmdstat_waitaof`'s `calls`, from `INFO commandstats`.
+fn waitaof_calls(server: &Server) -> u64 {
+    server
+        .cli(&["INFO", "commandstats"])
+        .lines()
+        .find_map(|line| line.strip_prefix("cmdstat_waitaof:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |calls| calls.parse().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_completion_waits_for_the_fsync_before_it_returns() {
+    let Some(program) = valkey_program() else {
+        return;
+    };
+    let server = tokio::task::spawn_blocking(move || {
+        Server::start_program(
+            &program,
+            &["--appendonly", "yes", "--appendfsync", "everysec"],
+        )
+    })
+    .await
+    .unwrap();
+    let store = fsync_store(&server).await;
+    let probes = waitaof_calls(&server);
+    for i in 0..4 {
+        let req = request(&format!("{{\"n\":{i}}}"));
+        let Begin::Execute(claim) = begin(&store, &req, ExpiredLease::TakeOver).await.unwrap()
+        else {
+            panic!("expected to execute")
+        };
+        assert_eq!(
+            waitaof_calls(&server),
+            probes + i,
+            "a wait before the completion"
+        );
+        let response = StoredResponse::new(201, format!("note {i}"));
+        store.complete(&claim, &response).await.unwrap();
+        assert_eq!(waitaof_calls(&server), probes + i + 1);
+        assert!(matches!(
+            begin(&store, &req, ExpiredLease::TakeOver).await.unwrap(),
+            Begin::Replay(replayed) if replayed == response
+        ));
+    }
+    // Releasing a claim stores no response: nothing to wait for.
+    let req = request("{}");
+    let Begin::Execute(claim) = begin(&store, &req, ExpiredLease::TakeOver).await.unwrap() else {
+        panic!("expected to execute")
+    };
+    store.release(&claim).await.unwrap();
+    assert_eq!(waitaof_calls(&server), probes + 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_an_append_only_file_is_refused() {
+    let Some(program) = valkey_program() else {
+        return;
+    };
+    let server = tokio::task::spawn_blocking(move || {
+        Server::start_program(&program, &["--appendonly", "no"])
+    })
+    .await
+    .unwrap();
+    let options = RedisOptions::new().wait_fsync(WAIT);
+    let refused = RedisStore::connect_with(&server.url(), &options).await;
+    let Err(Error::Backend(error)) = refused else {
+        panic!("expected a refusal, got {refused:?}")
+    };
+    assert!(error.to_string().contains("appendonly"), "{error}");
+    // Without the wait the same server is fine.
+    let store = RedisStore::connect(&server.url()).await.unwrap();
+    assert!(store.lookup(&request("{}").scope).await.unwrap().is_none());
+}
+
+/// With `appendfsync no` the server fsyncs when the kernel flushes: every completion would
+/// wait its whole timeout. Refused when the store connects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_fsyncs_by_itself_is_refused() {
+    let Some(program) = valkey_program() else {
+        return;
+    };
+    let server = tokio::task::spawn_blocking(move || {
+        Server::start_program(&program, &["--appendonly", "yes", "--appendfsync", "no"])
+    })
+    .await
+    .unwrap();
+    let options = RedisOptions::new().wait_fsync(WAIT);
+    let refused = RedisStore::connect_with(&server.url(), &options).await;
+    let Err(Error::Backend(error)) = refused else {
+        panic!("expected a refusal, got {refused:?}")
+    };
+    assert!(error.to_string().contains("appendfsync is no"), "{error}");
+}
