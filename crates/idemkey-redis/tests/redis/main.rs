@@ -9,11 +9,13 @@
 
 #![allow(clippy::unwrap_used, unreachable_pub)]
 
+mod app;
 mod binary;
 mod cluster;
 mod common;
 mod expiry;
 mod fencing;
+mod races;
 mod replicas;
 mod restart;
 mod valkey;
