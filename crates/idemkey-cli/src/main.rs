@@ -12,6 +12,12 @@ mod serve;
 
 use std::process::ExitCode;
 
+// glibc's allocator consolidates its free lists whenever a request frees and allocates buffers
+// of a kilobyte or more, which every keyed request does (bodies, stored responses, Redis
+// replies): mimalloc's per-thread pages avoid it (BENCHMARKS.md, session 6).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::Parser;
 use clap::error::ErrorKind;
 
