@@ -51,22 +51,31 @@ pub use read::NoteList;
 /// The operation every create is recorded under.
 pub const CREATE_NOTE: (&str, &str) = ("create-note", "v1");
 
-/// What the handlers share.
-pub(crate) struct AppState<DB: NotesDb> {
+/// What the handlers share, behind one `Arc`: axum clones the state, and the idempotency
+/// layer the route's service, for every request, replays included; one reference count is
+/// cheaper than the half dozen of the pools and the store.
+pub(crate) struct AppState<DB: NotesDb>(Arc<Shared<DB>>);
+
+/// The fields of [`AppState`].
+pub(crate) struct Shared<DB: NotesDb> {
     pool: Pool<DB>,
     /// For lease mode's writes, which run outside the layer's transaction: on SQLite they
     /// must queue for the store's writer like the layer's own.
     store: SqlxStore<DB>,
-    config: Arc<NotesConfig>,
+    config: NotesConfig,
 }
 
 impl<DB: NotesDb> Clone for AppState<DB> {
     fn clone(&self) -> Self {
-        Self {
-            pool: self.pool.clone(),
-            store: self.store.clone(),
-            config: self.config.clone(),
-        }
+        Self(self.0.clone())
+    }
+}
+
+impl<DB: NotesDb> std::ops::Deref for AppState<DB> {
+    type Target = Shared<DB>;
+
+    fn deref(&self) -> &Shared<DB> {
+        &self.0
     }
 }
 
@@ -108,11 +117,11 @@ pub fn router_with_records<DB: NotesDb, S: Store>(
 fn build<DB: NotesDb, S: Store>(store: SqlxStore<DB>, records: S, config: NotesConfig) -> Router {
     let idempotency = idempotency_config(&config);
     let tokens = auth::Tokens::new(&config.tokens);
-    let state = AppState {
+    let state = AppState(Arc::new(Shared {
         pool: store.pool().clone(),
         store: store.clone(),
-        config: Arc::new(config),
-    };
+        config,
+    }));
     let executions = state.config.executions.clone();
     let create = match state.config.mode {
         Mode::Lease => post(create::create_lease::<DB>)
