@@ -17,6 +17,7 @@ use tower::Service;
 use crate::heartbeat::Heartbeat;
 use crate::observe::{outcome, timed};
 use crate::policy::judge;
+use crate::running::Executing;
 use crate::{Config, problem_response, split_response};
 
 /// How many times completing a record is tried before giving up (§10).
@@ -41,7 +42,7 @@ enum Settle {
 pub(crate) async fn execute<S, St, ResBody>(
     mut inner: S,
     mut request: Request<Body>,
-    (claim, secret): (Claim, Arc<[u8]>),
+    (claim, secret, mut executing): (Claim, Arc<[u8]>, Executing),
     store: St,
     config: Arc<Config>,
 ) -> Result<Response<Body>, S::Error>
@@ -54,7 +55,12 @@ where
     let extensions = request.extensions_mut();
     extensions.insert(DerivedKeys::new(secret, claim.record_id));
     extensions.insert(claim.clone());
-    let heartbeat = Heartbeat::start(store.clone(), claim, config.heartbeat_every());
+    let heartbeat = Heartbeat::start(
+        store.clone(),
+        claim,
+        config.heartbeat_every(),
+        executing.lease(),
+    );
     let settings = config.clone();
     // Reading the response body is inside too: a panicking body stream must release as well.
     let ran = AssertUnwindSafe(async move {
@@ -72,6 +78,7 @@ where
         }
     };
     let claim = heartbeat.stop().await;
+    executing.settling();
     match settle {
         Settle::Store(stored) => complete(&store, &claim, &stored).await,
         Settle::Release => release(&store, &claim, false).await,

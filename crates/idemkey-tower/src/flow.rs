@@ -13,11 +13,14 @@ use http::{Request, Response};
 use http_body::Body as HttpBody;
 use idemkey_core::{
     Begin, BoxError, ClaimRequest, Decision, Error, Problem, ProblemKind, Store, begin, decide,
+    retry_after,
 };
+use tokio::sync::watch;
 use tower::Service;
 
 use crate::execute::execute;
 use crate::observe::{outcome, timed};
+use crate::running::Running;
 use crate::{Config, Prepared, problem_response, replay_response};
 
 /// `Retry-After` of `store-unavailable`.
@@ -25,11 +28,12 @@ const STORE_RETRY_AFTER: Duration = Duration::from_secs(1);
 const FIRST_POLL: Duration = Duration::from_millis(10);
 const MAX_POLL: Duration = Duration::from_millis(250);
 
-/// Decides what a prepared request gets, and executes it if it holds the claim.
+/// Decides what a prepared request gets, and executes it if it holds the claim. `running`
+/// answers the duplicates of what this process is executing without asking the store.
 pub(crate) async fn run<S, St, ResBody>(
     inner: S,
     prepared: Prepared,
-    store: St,
+    (store, running): (St, Arc<Running>),
     config: Arc<Config>,
 ) -> Result<Response<Body>, S::Error>
 where
@@ -43,7 +47,17 @@ where
         Ok(secret) => secret,
         Err(err) => return Ok(store_error(&err)),
     };
-    let begun = match begin_or_wait(&store, &prepared.claim, &config).await {
+    let deadline = config.wait_in_flight.map(|bound| Instant::now() + bound);
+    // A duplicate of an execution of this process waits for it here, if it may wait at all.
+    if let Some(running_here) = running.duplicate(&prepared.claim)
+        && !wait_for_local(running_here, deadline).await
+    {
+        outcome("in_flight");
+        let problem =
+            Problem::new(ProblemKind::RequestInFlight).retry_after(retry_after(config.lease));
+        return Ok(problem_response(&problem));
+    }
+    let begun = match begin_or_wait(&store, &prepared.claim, &config, deadline).await {
         Ok(begun) => begun,
         Err(err) => return Ok(store_error(&err)),
     };
@@ -52,8 +66,14 @@ where
             if claim.taken_over {
                 tracing::warn!("took over an expired lease: executing again");
             }
+            // The store stamps `acquired` before it sends the claim, so the lease it granted
+            // ends after `acquired + lease` (std's clock: under a paused tokio clock the mark
+            // then runs out early, which only sends duplicates to the store).
+            let asked = Instant::from_std(claim.acquired);
+            let executing = running.enter(&prepared.claim, (asked, claim.lease));
             let request = prepared.into_request();
-            return execute(inner, request, (claim, secret), store, config).await;
+            let held = (claim, secret, executing);
+            return execute(inner, request, held, store, config).await;
         }
         Begin::Replay(stored) => {
             outcome("replayed");
@@ -82,18 +102,31 @@ async fn secret<St: Store>(store: &St, config: &Config) -> Result<Arc<[u8]>, Err
     }
 }
 
-/// Runs the decision table; an in-flight answer waits for the original, if configured, by
-/// polling the record with a growing backoff until it is no longer in flight or time is up.
+/// Waits, until `deadline` if any, for an execution of this process that `request`
+/// duplicates. Whether it ended (so the store now knows its outcome).
+async fn wait_for_local(mut ended: watch::Receiver<()>, deadline: Option<Instant>) -> bool {
+    let Some(deadline) = deadline else {
+        return false;
+    };
+    // `changed` fails once the execution's sender is dropped: that is its end.
+    tokio::time::timeout_at(deadline, ended.changed())
+        .await
+        .is_ok()
+}
+
+/// Runs the decision table; an in-flight answer waits for the original, until `deadline` if
+/// one is configured, by polling the record with a growing backoff until it is no longer in
+/// flight or time is up.
 async fn begin_or_wait<St: Store>(
     store: &St,
     request: &ClaimRequest,
     config: &Config,
+    deadline: Option<Instant>,
 ) -> Result<Begin, Error> {
     let mut begun = timed("begin", begin(store, request, config.expired_lease)).await?;
-    let Some(bound) = config.wait_in_flight else {
+    let Some(deadline) = deadline else {
         return Ok(begun);
     };
-    let deadline = Instant::now() + bound;
     let mut poll = FIRST_POLL;
     while let Begin::InFlight { .. } = begun {
         let left = deadline.saturating_duration_since(Instant::now());

@@ -1,13 +1,16 @@
 //! Renewing a claim's lease while its handler runs (behaviour §8a).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use idemkey_core::{Claim, Error, Store};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::observe::timed;
+use crate::running::LeaseMark;
 
 /// A background task that extends the lease every interval until stopped.
 pub(crate) struct Heartbeat {
@@ -17,11 +20,17 @@ pub(crate) struct Heartbeat {
 }
 
 impl Heartbeat {
-    /// Starts renewing `claim` every `every`; with `None` it only holds the claim.
-    pub(crate) fn start<St: Store>(store: St, claim: Claim, every: Option<Duration>) -> Self {
+    /// Starts renewing `claim` every `every`, and `mark` with it; with `None` it only holds
+    /// the claim.
+    pub(crate) fn start<St: Store>(
+        store: St,
+        claim: Claim,
+        every: Option<Duration>,
+        mark: Arc<LeaseMark>,
+    ) -> Self {
         let (stop, stopped) = oneshot::channel();
         let granted = claim.clone();
-        let task = tokio::spawn(beat(store, claim, every, stopped).in_current_span());
+        let task = tokio::spawn(beat(store, (claim, mark), every, stopped).in_current_span());
         Self {
             stop,
             task,
@@ -39,7 +48,7 @@ impl Heartbeat {
 
 async fn beat<St: Store>(
     store: St,
-    mut claim: Claim,
+    (mut claim, mark): (Claim, Arc<LeaseMark>),
     every: Option<Duration>,
     mut stopped: oneshot::Receiver<()>,
 ) -> Claim {
@@ -54,8 +63,9 @@ async fn beat<St: Store>(
             _ = &mut stopped => return claim,
             () = tokio::time::sleep(every) => {}
         }
+        let sent = Instant::now();
         match timed("extend", store.extend(&mut claim)).await {
-            Ok(()) => {}
+            Ok(()) => mark.renewed(sent),
             Err(Error::Fenced) => {
                 tracing::error!(
                     "lease lost: another executor took over this record; \

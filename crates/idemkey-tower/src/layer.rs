@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use tower::Layer;
 
+use crate::running::Running;
 use crate::{Config, Executions, Idempotency};
 
 /// Layer that applies the [`Idempotency`] middleware, in lease mode, with one store and
@@ -16,6 +17,8 @@ pub struct IdempotencyLayer<St> {
     store: St,
     config: Arc<Config>,
     executions: Executions,
+    /// What the services of this layer are executing, shared by all of them.
+    running: Arc<Running>,
 }
 
 impl<St> IdempotencyLayer<St> {
@@ -30,6 +33,7 @@ impl<St> IdempotencyLayer<St> {
             store,
             config: Arc::new(config),
             executions: Executions::new(),
+            running: Arc::default(),
         }
     }
 
@@ -59,7 +63,7 @@ impl<S, St: Clone> Layer<S> for IdempotencyLayer<St> {
             inner,
             self.store.clone(),
             self.config.clone(),
-            self.executions.clone(),
+            (self.executions.clone(), self.running.clone()),
         )
     }
 }

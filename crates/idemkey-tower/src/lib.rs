@@ -90,6 +90,7 @@ mod operation;
 mod policy;
 mod prepare;
 mod replay;
+mod running;
 mod select;
 mod service;
 mod sweeper;

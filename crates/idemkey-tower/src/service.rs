@@ -13,6 +13,7 @@ use tower::Service;
 use tracing::{Instrument, Span, field};
 
 use crate::observe::outcome;
+use crate::running::Running;
 use crate::{Config, Executions, Preparation, ResponseFuture, flow, prepare, problem_response};
 
 /// Middleware that makes requests carrying an `Idempotency-Key` idempotent, in lease mode.
@@ -29,25 +30,29 @@ pub struct Idempotency<S, St> {
     store: St,
     config: Arc<Config>,
     executions: Executions,
+    running: Arc<Running>,
 }
 
 impl<S, St> Idempotency<S, St> {
     /// Wraps `inner`, keeping records in `store`.
     pub fn new(inner: S, store: St, config: Config) -> Self {
-        Self::from_shared(inner, store, Arc::new(config), Executions::new())
+        let tasks = (Executions::new(), Arc::default());
+        Self::from_shared(inner, store, Arc::new(config), tasks)
     }
 
+    /// A service of a layer, sharing the layer's executions and what they are running.
     pub(crate) fn from_shared(
         inner: S,
         store: St,
         config: Arc<Config>,
-        executions: Executions,
+        (executions, running): (Executions, Arc<Running>),
     ) -> Self {
         Self {
             inner,
             store,
             config,
             executions,
+            running,
         }
     }
 }
@@ -87,19 +92,28 @@ where
         } else {
             Span::none()
         };
-        let shared = (
-            self.store.clone(),
-            self.config.clone(),
-            self.executions.clone(),
-        );
+        let shared = Shared {
+            store: self.store.clone(),
+            config: self.config.clone(),
+            executions: self.executions.clone(),
+            running: self.running.clone(),
+        };
         let handled = handle(inner, shared, request);
         ResponseFuture::new(handled.instrument(span))
     }
 }
 
+/// What a request's handling takes from the service.
+struct Shared<St> {
+    store: St,
+    config: Arc<Config>,
+    executions: Executions,
+    running: Arc<Running>,
+}
+
 async fn handle<S, St, ReqBody, ResBody>(
     mut inner: S,
-    (store, config, executions): (St, Arc<Config>, Executions),
+    shared: Shared<St>,
     request: Request<ReqBody>,
 ) -> Result<Response<Body>, S::Error>
 where
@@ -112,6 +126,12 @@ where
     ResBody: HttpBody<Data = Bytes> + Send + 'static,
     ResBody::Error: Into<BoxError>,
 {
+    let Shared {
+        store,
+        config,
+        executions,
+        running,
+    } = shared;
     let prepared = match prepare(request, &config).await {
         Preparation::Ready(prepared) => *prepared,
         Preparation::PassThrough(request) | Preparation::Unrecorded(request) => {
@@ -128,7 +148,8 @@ where
     span.record("key", prepared.claim.scope.key.short_hash());
     // From the claim on, the work belongs to a task of its own: a dropped response future
     // (client gone, timeout layer) must not abandon a claim or a handler half-way (§6).
-    let task = executions.spawn(flow::run(inner, prepared, store, config).in_current_span());
+    let flow = flow::run(inner, prepared, (store, running), config);
+    let task = executions.spawn(flow.in_current_span());
     match task.await {
         Ok(result) => result,
         Err(err) => {

@@ -194,9 +194,18 @@ pub struct App {
 impl App {
     /// An instance on the Redis at `url`, under a fresh key prefix, serving from this runtime.
     pub async fn start(url: &str, config: Config) -> Self {
-        let prefix = unique_prefix();
+        Self::start_on(url, unique_prefix(), Arc::new(Ctx::default()), config).await
+    }
+
+    /// A second instance on the same records and `Ctx`, in this runtime: another process of
+    /// the service, whose layer knows nothing of what this one is executing, so its
+    /// duplicates of this one's requests go to Redis.
+    pub async fn sibling(&self, config: Config) -> Self {
+        Self::start_on(&self.url, self.prefix.clone(), self.ctx.clone(), config).await
+    }
+
+    async fn start_on(url: &str, prefix: String, ctx: Arc<Ctx>, config: Config) -> Self {
         let store = connect(url, &prefix).await;
-        let ctx = Arc::new(Ctx::default());
         let handler = Handler {
             ctx: ctx.clone(),
             freeze: false,

@@ -45,22 +45,21 @@ async fn a_duplicate_of_a_running_request_gets_409_and_a_different_one_422() {
 }
 
 /// The duplicate must have found the original in flight, or it would get the same replay
-/// without ever waiting. Redis cannot be hooked, so the test watches it: with `MONITOR` on
-/// before the duplicate is sent, it waits until Redis has run the duplicate's claim (which,
-/// with the original gated, can only have found the record in flight) and then one of its
-/// polling lookups; only then is the original released.
+/// without ever waiting. It goes to another instance (a duplicate on the original's own
+/// instance waits in that process, without Redis). Redis cannot be hooked, so the test watches
+/// it: with `MONITOR` on before the duplicate is sent, it waits until Redis has run the
+/// duplicate's claim (which, with the original gated, can only have found the record in
+/// flight) and then one of its polling lookups; only then is the original released.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_duplicate_gets_the_replay_once_the_original_finishes() {
     let Some(url) = standalone_url() else { return };
-    let app = App::start(
-        &url,
-        Config::default().wait_in_flight(Duration::from_secs(60)),
-    )
-    .await;
+    let config = Config::default().wait_in_flight(Duration::from_secs(60));
+    let app = App::start(&url, config.clone()).await;
+    let other = app.sibling(config).await;
     let first = tokio::spawn(send(app.post("k")));
     wait_for("the handler", &app.ctx.entered).await;
     let monitor = app.monitor("k").await;
-    let duplicate = tokio::spawn(send(app.post("k")));
+    let duplicate = tokio::spawn(send(other.post("k")));
     wait_for("the duplicate's claim", &monitor.claims).await;
     wait_for("the duplicate to poll", &monitor.lookups).await;
     let record = app.record("k").await.unwrap();
@@ -78,12 +77,12 @@ async fn a_waiting_duplicate_gets_the_replay_once_the_original_finishes() {
 
 const STORM: usize = 32;
 
-/// Sends `STORM` identical requests, released together by a barrier; their replies arrive on
+/// Sends `size` identical requests, released together by a barrier; their replies arrive on
 /// the channel in the order they finish.
-fn storm(app: &App) -> mpsc::UnboundedReceiver<Reply> {
+fn storm(app: &App, size: usize) -> mpsc::UnboundedReceiver<Reply> {
     let (replies, received) = mpsc::unbounded_channel();
-    let barrier = Arc::new(Barrier::new(STORM));
-    for _ in 0..STORM {
+    let barrier = Arc::new(Barrier::new(size));
+    for _ in 0..size {
         let request = app.json("storm", r#"{"title":"x"}"#);
         let (barrier, replies) = (barrier.clone(), replies.clone());
         tokio::spawn(async move {
@@ -118,7 +117,7 @@ async fn assert_retries_replay(app: &App, executed: &Reply) {
 async fn a_storm_of_identical_requests_executes_once() {
     let Some(url) = standalone_url() else { return };
     let app = App::start(&url, Config::default()).await;
-    let mut replies = storm(&app);
+    let mut replies = storm(&app, STORM);
     wait_for("the execution", &app.ctx.entered).await;
     for _ in 1..STORM {
         next(&mut replies)
@@ -136,29 +135,32 @@ async fn a_storm_of_identical_requests_executes_once() {
     assert_eq!(app.ctx.runs(), 1);
 }
 
-/// With `wait_in_flight`, the execution is held until Redis has run a claim for every request
-/// of the storm (`MONITOR` counts them, on before the storm), so the other 31 have all found
-/// it in flight and are waiting; each must then get the replay.
+/// With `wait_in_flight`: one request executes on one instance and is held; a storm of 31
+/// duplicates, released together on another instance, is held until Redis has run a claim
+/// for each of them (`MONITOR` counts them, on before the storm), so all have found the
+/// record in flight and are waiting; each must then get the replay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_storm_waiting_in_flight_executes_once_and_replays_to_the_rest() {
     let Some(url) = standalone_url() else { return };
-    let app = App::start(
-        &url,
-        Config::default().wait_in_flight(Duration::from_secs(60)),
-    )
-    .await;
+    let config = Config::default().wait_in_flight(Duration::from_secs(60));
+    let app = App::start(&url, config.clone()).await;
+    let other = app.sibling(config).await;
     let monitor = app.monitor("storm").await;
-    let mut replies = storm(&app);
+    let mut replies = storm(&app, 1);
     wait_for("the execution", &app.ctx.entered).await;
+    let mut duplicates = storm(&other, STORM - 1);
     for i in 0..STORM {
         wait_for(&format!("claim {i} of the storm"), &monitor.claims).await;
     }
-    assert!(replies.is_empty(), "nothing answers before the release");
+    assert!(
+        replies.is_empty() && duplicates.is_empty(),
+        "nothing answers before the release"
+    );
 
     app.ctx.release.raise(1);
-    let mut all = Vec::new();
-    for _ in 0..STORM {
-        all.push(next(&mut replies).await);
+    let mut all = vec![next(&mut replies).await];
+    for _ in 1..STORM {
+        all.push(next(&mut duplicates).await);
     }
     let (executed, replayed): (Vec<_>, Vec<_>) = all.into_iter().partition(|r| !r.replayed());
     assert_eq!(executed.len(), 1, "exactly one reply is not a replay");

@@ -4,6 +4,7 @@
 //! forced by the test.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use http::StatusCode;
@@ -90,11 +91,13 @@ async fn a_handler_finishes_and_is_stored_when_a_timeout_layer_gives_up() {
 async fn an_expired_lease_is_taken_over_and_the_old_executor_cannot_complete() {
     let clock = ManualClock::at(1_000_000);
     let memory = MemoryStore::with_clock(clock.clone());
-    let app = App::start_with(Config::default(), memory, |r| r).await;
+    let app = App::start_with(Config::default(), memory.clone(), |r| r).await;
+    // The takeover comes from another instance: this one knows its executor is alive.
+    let other = app.sibling(Config::default(), memory).await;
     let first = tokio::spawn(send(app.post("/gated", Some("k"))));
     wait_for("the first handler", &app.ctx.entered).await;
     clock.advance(Duration::from_secs(31));
-    let second = tokio::spawn(send(app.post("/gated", Some("k"))));
+    let second = tokio::spawn(send(other.post("/gated", Some("k"))));
     wait_for("the second handler", &app.ctx.entered).await;
 
     app.ctx.release.raise(2);
@@ -117,12 +120,13 @@ async fn an_expired_lease_can_answer_previous_attempt_unknown() {
     let clock = ManualClock::at(1_000_000);
     let memory = MemoryStore::with_clock(clock.clone());
     let config = Config::default().expired_lease(ExpiredLease::PreviousAttemptUnknown);
-    let app = App::start_with(config, memory, |r| r).await;
+    let app = App::start_with(config.clone(), memory.clone(), |r| r).await;
+    let other = app.sibling(config, memory).await;
     let first = tokio::spawn(send(app.post("/gated", Some("k"))));
     wait_for("the first handler", &app.ctx.entered).await;
     clock.advance(Duration::from_secs(31));
 
-    let second = send(app.post("/gated", Some("k"))).await;
+    let second = send(other.post("/gated", Some("k"))).await;
     second.assert_problem(500, "previous-attempt-unknown");
     app.ctx.release.raise(1);
     assert_eq!(first.await.unwrap().status, 201);
@@ -180,5 +184,46 @@ async fn the_heartbeat_keeps_a_long_handler_from_being_taken_over() {
     app.ctx.release.raise(1);
     assert_eq!(first.await.unwrap().status, 201);
     assert!(send(app.post("/gated", Some("k"))).await.replayed());
+    assert_eq!(app.ctx.runs(), 1);
+}
+
+/// Duplicates of a request this instance is executing are answered without the store (a storm
+/// would otherwise queue for the store's connections): 32 of them, released together while the
+/// original is held, all get 409 and the store sees no claim or lookup of theirs. A different
+/// request under the key still goes to the store, which rejects it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duplicates_of_a_local_execution_are_answered_without_the_store() {
+    const STORM: usize = 32;
+    let app = App::start(Config::default()).await;
+    let first = tokio::spawn(send(app.post("/gated", Some("k"))));
+    wait_for("the handler", &app.ctx.entered).await;
+    let claims = app.store.hooks.claims.load(Ordering::SeqCst);
+    let lookups = app.store.hooks.lookups.count();
+
+    let barrier = Arc::new(Barrier::new(STORM));
+    let tasks: Vec<_> = (0..STORM)
+        .map(|_| {
+            let request = app.post("/gated", Some("k"));
+            let barrier = barrier.clone();
+            tokio::spawn(async move {
+                barrier.wait().await;
+                send(request).await
+            })
+        })
+        .collect();
+    for task in tasks {
+        let reply = task.await.unwrap();
+        reply.assert_problem(409, "request-in-flight");
+        assert!(reply.header("retry-after").is_some());
+    }
+    assert_eq!(app.store.hooks.claims.load(Ordering::SeqCst), claims);
+    assert_eq!(app.store.hooks.lookups.count(), lookups);
+    let different = send(app.json("/gated", "k", r#"{"other":true}"#)).await;
+    different.assert_problem(422, "key-reused");
+
+    app.ctx.release.raise(1);
+    assert_eq!(first.await.unwrap().status, 201);
+    let retry = send(app.post("/gated", Some("k"))).await;
+    assert!(retry.replayed());
     assert_eq!(app.ctx.runs(), 1);
 }

@@ -101,6 +101,12 @@ impl Signal {
     pub(crate) async fn take(&self) {
         self.0.acquire().await.expect("never closed").forget();
     }
+
+    /// The raises not taken yet.
+    #[allow(dead_code)]
+    pub(crate) fn count(&self) -> usize {
+        self.0.available_permits()
+    }
 }
 
 /// Takes one raise of `signal`; fails the test instead of hanging if it never comes.
@@ -122,7 +128,22 @@ impl App {
         memory: MemoryStore,
         extra: impl FnOnce(Router) -> Router,
     ) -> Self {
-        let ctx = Arc::new(Ctx::default());
+        Self::start_in(Arc::new(Ctx::default()), config, memory, extra).await
+    }
+
+    /// Another instance over the same `memory` (a clone of this app's store) and handlers'
+    /// context: what another process of the service is. Its layer knows nothing of what this
+    /// one is executing.
+    pub(crate) async fn sibling(&self, config: Config, memory: MemoryStore) -> Self {
+        Self::start_in(self.ctx.clone(), config, memory, |router| router).await
+    }
+
+    async fn start_in(
+        ctx: Arc<Ctx>,
+        config: Config,
+        memory: MemoryStore,
+        extra: impl FnOnce(Router) -> Router,
+    ) -> Self {
         let store = TestStore::new(memory);
         let layer = IdempotencyLayer::with_config(store.clone(), config.secret(b"s3".as_slice()));
         let router = handlers::routes(ctx.clone()).layer(layer);
