@@ -7,6 +7,10 @@
 #
 # Needs a release build (cargo build --release -p idemkey-cli). Each run's JSON and table go to
 # OUT_DIR; the load average before and after goes to OUT_DIR/load.txt.
+#
+# With IDEMKEY_BENCH_VALKEY=/path/to/valkey-server, also the cost of --records-wait-fsync: a
+# Valkey of the script's own (append-only file, appendfsync everysec, in OUT_DIR) with the wait
+# off, on, off, on (notes on SQLite).
 set -euo pipefail
 
 BIN=${IDEMKEY_BIN:-target/release/idemkey}
@@ -31,4 +35,17 @@ for db in sqlite ${PG:+postgres}; do
     bench "$db-lease-db" create replay storm --mode lease --duration "$D" "${args[@]}"
     bench "$db-lease-redis" create replay storm --mode lease --records-url "$REDIS" --duration "$D" "${args[@]}"
 done
+
+if [ -n "${IDEMKEY_BENCH_VALKEY:-}" ]; then
+    port=46391
+    "$IDEMKEY_BENCH_VALKEY" --port $port --bind 127.0.0.1 --save '' --appendonly yes \
+        --appendfsync everysec --dir "$OUT" --daemonize yes --logfile "$OUT/valkey.log"
+    trap 'redis-cli -p '$port' shutdown nosave >/dev/null 2>&1 || true' EXIT
+    for _ in $(seq 1 50); do redis-cli -p $port ping >/dev/null 2>&1 && break; sleep 0.1; done
+    valkey="redis://127.0.0.1:$port"
+    for i in 1 2; do
+        bench "valkey-fsync-off-$i" create replay --mode lease --records-url "$valkey" --duration "$D"
+        bench "valkey-fsync-on-$i" create replay --mode lease --records-url "$valkey" --records-wait-fsync --duration "$D"
+    done
+fi
 uptime >> "$OUT/load.txt"
