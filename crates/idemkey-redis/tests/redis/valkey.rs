@@ -62,17 +62,10 @@ fn waitaof_calls(server: &Server) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_completion_waits_for_the_fsync_before_it_returns() {
-    let Some(program) = valkey_program() else {
+    let args = &["--appendonly", "yes", "--appendfsync", "everysec"];
+    let Some(server) = own_valkey(args).await else {
         return;
     };
-    let server = tokio::task::spawn_blocking(move || {
-        Server::start_program(
-            &program,
-            &["--appendonly", "yes", "--appendfsync", "everysec"],
-        )
-    })
-    .await
-    .unwrap();
     let store = fsync_store(&server).await;
     let probes = waitaof_calls(&server);
     for i in 0..4 {
@@ -103,22 +96,30 @@ async fn every_completion_waits_for_the_fsync_before_it_returns() {
     assert_eq!(waitaof_calls(&server), probes + 4);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_server_without_an_append_only_file_is_refused() {
-    let Some(program) = valkey_program() else {
-        return;
-    };
-    let server = tokio::task::spawn_blocking(move || {
-        Server::start_program(&program, &["--appendonly", "no"])
-    })
-    .await
-    .unwrap();
+/// A Valkey of the test's own, started with `args`; `None` when there is no Valkey to run.
+async fn own_valkey(args: &'static [&'static str]) -> Option<Server> {
+    let program = valkey_program()?;
+    let start = move || Server::start_program(&program, args);
+    Some(tokio::task::spawn_blocking(start).await.unwrap())
+}
+
+/// Why a store waiting for the fsync is refused on `server`.
+async fn fsync_refusal(server: &Server) -> String {
     let options = RedisOptions::new().wait_fsync(WAIT);
     let refused = RedisStore::connect_with(&server.url(), &options).await;
     let Err(Error::Backend(error)) = refused else {
         panic!("expected a refusal, got {refused:?}")
     };
-    assert!(error.to_string().contains("appendonly"), "{error}");
+    error.to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_an_append_only_file_is_refused() {
+    let Some(server) = own_valkey(&["--appendonly", "no"]).await else {
+        return;
+    };
+    let error = fsync_refusal(&server).await;
+    assert!(error.contains("appendonly"), "{error}");
     // Without the wait the same server is fine.
     let store = RedisStore::connect(&server.url()).await.unwrap();
     assert!(store.lookup(&request("{}").scope).await.unwrap().is_none());
@@ -128,18 +129,10 @@ async fn a_server_without_an_append_only_file_is_refused() {
 /// wait its whole timeout. Refused when the store connects.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_never_fsyncs_by_itself_is_refused() {
-    let Some(program) = valkey_program() else {
+    let args = &["--appendonly", "yes", "--appendfsync", "no"];
+    let Some(server) = own_valkey(args).await else {
         return;
     };
-    let server = tokio::task::spawn_blocking(move || {
-        Server::start_program(&program, &["--appendonly", "yes", "--appendfsync", "no"])
-    })
-    .await
-    .unwrap();
-    let options = RedisOptions::new().wait_fsync(WAIT);
-    let refused = RedisStore::connect_with(&server.url(), &options).await;
-    let Err(Error::Backend(error)) = refused else {
-        panic!("expected a refusal, got {refused:?}")
-    };
-    assert!(error.to_string().contains("appendfsync is no"), "{error}");
+    let error = fsync_refusal(&server).await;
+    assert!(error.contains("appendfsync is no"), "{error}");
 }
