@@ -231,14 +231,7 @@ async fn records_wait_for_the_fsync_when_asked() {
         &program,
         &["--appendonly", "yes", "--appendfsync", "everysec"],
     );
-    let waits = || {
-        valkey
-            .cli(&["INFO", "commandstats"])
-            .lines()
-            .find_map(|line| line.strip_prefix("cmdstat_waitaof:calls="))
-            .and_then(|rest| rest.split(',').next())
-            .map_or(0, |calls| calls.parse::<usize>().unwrap())
-    };
+    let waits = || usize::try_from(valkey.calls("waitaof")).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let server = lease_on(
         &dir.path().join("notes.db"),

@@ -18,20 +18,11 @@ pub type Store = RedisStore<RedisConnection>;
 /// The standalone server's URL: [`URL_ENV`], else [`DEFAULT_URL`] if a server answers.
 /// Neither: `None` after a loud `SKIPPED`, or a failure in CI (`CI` set).
 pub fn standalone_url() -> Option<String> {
-    if let Ok(url) = std::env::var(URL_ENV) {
-        return Some(url);
-    }
-    if answers(6379) {
-        return Some(DEFAULT_URL.to_owned());
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{URL_ENV} is not set and nothing answers at 127.0.0.1:6379: the Redis tests must run in CI"
-    );
-    eprintln!(
-        "SKIPPED: no Redis at 127.0.0.1:6379; set {URL_ENV}=redis://HOST:PORT to run the Redis tests"
-    );
-    None
+    required(
+        URL_ENV,
+        || answers(6379).then(|| DEFAULT_URL.to_owned()),
+        ("nothing answers at 127.0.0.1:6379", "redis://HOST:PORT"),
+    )
 }
 
 /// The variable naming a Valkey 8+ server program for the Valkey tests.
@@ -40,25 +31,37 @@ pub const VALKEY_ENV: &str = "IDEMKEY_TEST_VALKEY_SERVER";
 /// The Valkey server program: [`VALKEY_ENV`], else `valkey-server` if it is on the `PATH`.
 /// Neither: `None` after a loud `SKIPPED`, or a failure in CI (`CI` set).
 pub fn valkey_program() -> Option<String> {
-    if let Ok(program) = std::env::var(VALKEY_ENV) {
-        return Some(program);
-    }
-    let on_path = Command::new("valkey-server")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success());
-    if on_path {
-        return Some("valkey-server".to_owned());
+    let on_path = || {
+        Command::new("valkey-server")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+            .then(|| "valkey-server".to_owned())
+    };
+    required(
+        VALKEY_ENV,
+        on_path,
+        ("no valkey-server is on the PATH", "/path/to/valkey-server"),
+    )
+}
+
+/// What the tests need from `env`, else from `found`. Neither: a failure in CI (`CI` set),
+/// where these tests must run, or a loud `SKIPPED` and `None` elsewhere.
+fn required(
+    env: &str,
+    found: impl FnOnce() -> Option<String>,
+    (missing, example): (&str, &str),
+) -> Option<String> {
+    if let Some(value) = std::env::var(env).ok().or_else(found) {
+        return Some(value);
     }
     assert!(
         std::env::var_os("CI").is_none(),
-        "{VALKEY_ENV} is not set and no valkey-server is on the PATH: the Valkey tests must run in CI"
+        "{env} is not set and {missing}: these tests must run in CI"
     );
-    eprintln!(
-        "SKIPPED: no Valkey server; set {VALKEY_ENV}=/path/to/valkey-server to run the Valkey tests"
-    );
+    eprintln!("SKIPPED: {env} is not set and {missing}; set {env}={example} to run these tests");
     None
 }
 
@@ -185,6 +188,16 @@ read _eof; kill -9 "$pid" 2>/dev/null; wait "$pid"; [ -e "$dir/.keep" ] || rm -r
 
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// How many times the server ran `command` (lower case), from `INFO commandstats`.
+    pub fn calls(&self, command: &str) -> u64 {
+        let prefix = format!("cmdstat_{command}:calls=");
+        self.cli(&["INFO", "commandstats"])
+            .lines()
+            .find_map(|line| line.strip_prefix(prefix.as_str()))
+            .and_then(|rest| rest.split(',').next())
+            .map_or(0, |calls| calls.parse().unwrap())
     }
 
     /// Runs `redis-cli` against this server; its stdout.

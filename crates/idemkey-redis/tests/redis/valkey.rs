@@ -50,16 +50,6 @@ idemkey_core::store_conformance_suite!(
     except: [sweep_deletes_only_expired_records_in_batches]
 );
 
-/// `cmdstat_waitaof`'s `calls`, from `INFO commandstats`.
-fn waitaof_calls(server: &Server) -> u64 {
-    server
-        .cli(&["INFO", "commandstats"])
-        .lines()
-        .find_map(|line| line.strip_prefix("cmdstat_waitaof:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |calls| calls.parse().unwrap())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_completion_waits_for_the_fsync_before_it_returns() {
     let args = &["--appendonly", "yes", "--appendfsync", "everysec"];
@@ -67,7 +57,7 @@ async fn every_completion_waits_for_the_fsync_before_it_returns() {
         return;
     };
     let store = fsync_store(&server).await;
-    let probes = waitaof_calls(&server);
+    let probes = server.calls("waitaof");
     for i in 0..4 {
         let req = request(&format!("{{\"n\":{i}}}"));
         let Begin::Execute(claim) = begin(&store, &req, ExpiredLease::TakeOver).await.unwrap()
@@ -75,13 +65,13 @@ async fn every_completion_waits_for_the_fsync_before_it_returns() {
             panic!("expected to execute")
         };
         assert_eq!(
-            waitaof_calls(&server),
+            server.calls("waitaof"),
             probes + i,
             "a wait before the completion"
         );
         let response = StoredResponse::new(201, format!("note {i}"));
         store.complete(&claim, &response).await.unwrap();
-        assert_eq!(waitaof_calls(&server), probes + i + 1);
+        assert_eq!(server.calls("waitaof"), probes + i + 1);
         assert!(matches!(
             begin(&store, &req, ExpiredLease::TakeOver).await.unwrap(),
             Begin::Replay(replayed) if replayed == response
@@ -93,7 +83,7 @@ async fn every_completion_waits_for_the_fsync_before_it_returns() {
         panic!("expected to execute")
     };
     store.release(&claim).await.unwrap();
-    assert_eq!(waitaof_calls(&server), probes + 4);
+    assert_eq!(server.calls("waitaof"), probes + 4);
 }
 
 /// A Valkey of the test's own, started with `args`; `None` when there is no Valkey to run.
