@@ -3,9 +3,11 @@
 use std::time::Duration;
 
 use idemkey_core::{Error, Result};
+use redis::AsyncConnectionConfig;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 
+use crate::cache::ReplayCache;
 use crate::durable::{Durable, Wait};
 use crate::error::{Sent, store_error};
 use crate::{DEFAULT_PREFIX, RedisConnection, RedisStore};
@@ -22,6 +24,8 @@ pub struct RedisOptions {
     response_timeout: Duration,
     operation_timeout: Duration,
     wait: Wait,
+    /// The replay cache's memory bound and staleness bound, if asked for.
+    replay_cache: Option<(u64, Duration)>,
 }
 
 impl Default for RedisOptions {
@@ -32,6 +36,7 @@ impl Default for RedisOptions {
             response_timeout: Duration::from_secs(2),
             operation_timeout: Duration::from_secs(5),
             wait: Wait::default(),
+            replay_cache: None,
         }
     }
 }
@@ -93,6 +98,20 @@ impl RedisOptions {
         self
     }
 
+    /// Keeps completed records in the process, up to `max_bytes`, so that replays of a hot key
+    /// are answered without a round trip. Exact: a copy is filled over a connection of its own
+    /// on which the server tracks the keys it read (`CLIENT TRACKING`, RESP3), and dropped as
+    /// soon as the server says the key changed, whoever changed it (a `forget` elsewhere,
+    /// expiry, a restart). A copy also goes at its record's expiry by this process's clock,
+    /// and none is served while the tracking connection is lost or has not answered a
+    /// heartbeat for a second. Claims, takeovers and executions are still decided by the
+    /// server. Standalone servers only.
+    #[must_use]
+    pub fn replay_cache(mut self, max_bytes: u64) -> Self {
+        self.replay_cache = Some((max_bytes, crate::cache::DEFAULT_STALENESS));
+        self
+    }
+
     /// How long one store operation may take in all (reconnecting, redirections, retries).
     #[must_use]
     pub fn operation_timeout(mut self, timeout: Duration) -> Self {
@@ -122,12 +141,23 @@ impl RedisStore<RedisConnection> {
                     "waiting for replicas or fsync is supported on a standalone server only".into(),
                 ));
             }
+            Some(_) if options.replay_cache.is_some() => {
+                return Err(Error::Backend(
+                    "the replay cache is supported on a standalone server only".into(),
+                ));
+            }
             Some(nodes) => RedisConnection::Cluster(cluster(nodes, options).await?),
             None => RedisConnection::Standalone(standalone(url, options).await?),
         };
-        let store = Self::new(connection)
+        let mut store = Self::new(connection)
             .with_prefix(&options.prefix)?
             .with_timeout(options.operation_timeout);
+        if let Some((max_bytes, staleness)) = options.replay_cache {
+            let config = AsyncConnectionConfig::new()
+                .set_connection_timeout(Some(options.connection_timeout))
+                .set_response_timeout(Some(options.response_timeout));
+            store = store.with_cache(ReplayCache::start(url, max_bytes, staleness, config).await?);
+        }
         if !options.wait.is_set() {
             return Ok(store);
         }

@@ -21,6 +21,7 @@
 //! TLS (`rediss://`) is not supported yet: redis-rs needs a TLS stack chosen for it, and none
 //! is tested here.
 
+mod cache;
 mod connect;
 mod connection;
 mod durable;

@@ -121,6 +121,20 @@ pub(crate) fn claimed(value: Value) -> Result<Claimed> {
     }
 }
 
+/// `cached.lua`'s `{record, ms left}`, or `None` for its nil.
+pub(crate) fn cached(value: Value) -> Result<Option<(Record, Duration)>> {
+    let parts = match value {
+        v if absent(&v) => return Ok(None),
+        Value::Array(parts) => parts,
+        _ => return Err(corrupt("a cached record reply expected")),
+    };
+    let Ok([found, left]) = <[Value; 2]>::try_from(parts) else {
+        return Err(corrupt("a cached record reply of 2 parts expected"));
+    };
+    let left = Duration::from_millis(u64::try_from(int(&left)?).unwrap_or(0));
+    Ok(Some((record(found)?, left)))
+}
+
 /// `reclaim.lua`'s new token, or `None` for its nil.
 pub(crate) fn token(value: &Value) -> Result<Option<i64>> {
     match value {
@@ -173,6 +187,18 @@ mod tests {
     }
 
     #[test]
+    fn cached_replies_carry_the_time_left() {
+        let stored = StoredResponse::new(201, "x");
+        let found = reply(COMPLETED, Value::BulkString(stored.encode()));
+        let (done, left) = cached(Value::Array(vec![found, Value::Int(2500)]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(done.state, RecordState::Completed(stored));
+        assert_eq!(left, Duration::from_millis(2500));
+        assert!(cached(Value::Boolean(false)).unwrap().is_none());
+    }
+
+    #[test]
     fn malformed_replies_are_errors_not_panics() {
         assert!(record(reply(COMPLETED, Value::Nil)).is_err());
         assert!(record(reply(7, Value::Nil)).is_err());
@@ -182,5 +208,7 @@ mod tests {
         assert!(claimed(Value::Array(vec![Value::Int(5), Value::Nil])).is_err());
         assert!(done(&Value::Int(2)).is_err());
         assert!(token(&Value::BulkString(vec![])).is_err());
+        assert!(cached(Value::Array(vec![Value::Int(1)])).is_err());
+        assert!(cached(Value::Int(1)).is_err());
     }
 }

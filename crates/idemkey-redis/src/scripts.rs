@@ -10,6 +10,8 @@ use redis::Script;
 /// Every script of the store, one per operation.
 pub(crate) struct Scripts {
     pub(crate) lookup: Script,
+    /// The lookup of the replay cache, which also returns the time the record has left.
+    pub(crate) cached: Script,
     pub(crate) claim: Script,
     pub(crate) reclaim: Script,
     pub(crate) complete: Script,
@@ -30,6 +32,7 @@ fn script(flags: &str, body: &str) -> Script {
 
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     lookup: script(" flags=no-writes", include_str!("../lua/lookup.lua")),
+    cached: script(" flags=no-writes", include_str!("../lua/cached.lua")),
     claim: script("", include_str!("../lua/claim.lua")),
     reclaim: script("", include_str!("../lua/reclaim.lua")),
     complete: script("", include_str!("../lua/complete.lua")),

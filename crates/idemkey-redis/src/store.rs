@@ -11,6 +11,7 @@ use redis::aio::ConnectionLike;
 use redis::{FromRedisValue, ScriptInvocation, Value};
 use tokio::sync::OnceCell;
 
+use crate::cache::ReplayCache;
 use crate::durable::Durable;
 use crate::error::{Sent, store_error, timed_out};
 use crate::keys::{DEFAULT_PREFIX, Keys};
@@ -38,6 +39,8 @@ pub struct RedisStore<C> {
     /// What a completion waits for, and the connections it waits on (see
     /// [`crate::RedisOptions::wait_replicas`] and [`crate::RedisOptions::wait_fsync`]).
     durable: Option<Arc<Durable>>,
+    /// Completed records kept in the process (see [`crate::RedisOptions::replay_cache`]).
+    cache: Option<Arc<ReplayCache>>,
 }
 
 impl<C> std::fmt::Debug for RedisStore<C> {
@@ -61,6 +64,7 @@ where
             timeout: DEFAULT_TIMEOUT,
             secret: Arc::default(),
             durable: None,
+            cache: None,
         }
     }
 
@@ -85,6 +89,52 @@ where
     pub(crate) fn with_durable(mut self, durable: Durable) -> Self {
         self.durable = Some(Arc::new(durable));
         self
+    }
+
+    /// The same store with `cache` in front of its lookups and claims.
+    pub(crate) fn with_cache(mut self, cache: ReplayCache) -> Self {
+        self.cache = Some(Arc::new(cache));
+        self
+    }
+
+    /// Waits until this store's replay cache has applied every invalidation Redis sent before
+    /// now, so that a change made elsewhere is seen by the next lookup. Returns at once without
+    /// a replay cache. For tests and tools: requests need no such call, the invalidations
+    /// arrive by themselves within microseconds.
+    pub async fn sync_replay_cache(&self) -> Result<()> {
+        match &self.cache {
+            Some(cache) => cache.sync().await,
+            None => Ok(()),
+        }
+    }
+
+    /// The scope's completed record from the replay cache, if there is a fresh copy.
+    fn cached(&self, scope: &Scope) -> Option<Record> {
+        let cache = self.cache.as_ref()?;
+        let record = cache.get(&self.keys.record(scope), scope)?;
+        Some(Record::clone(&record))
+    }
+
+    /// After the server answered with `record`: if it is completed, fills the replay cache
+    /// with it in the background, over the cache's tracking connection.
+    fn fill_later(&self, scope: &Scope, record: &Record) {
+        let Some(cache) = &self.cache else {
+            return;
+        };
+        if !matches!(record.state, idemkey_core::RecordState::Completed(_)) {
+            return;
+        }
+        let (cache, scope, timeout) = (Arc::clone(cache), scope.clone(), self.timeout);
+        let key = self.keys.record(&scope);
+        let invocation = self.scoped(&scripts().cached, &scope);
+        tokio::spawn(async move { cache.fill(key, scope, invocation, timeout).await });
+    }
+
+    /// Drops the scope's copy from the replay cache: this process changed the record.
+    fn uncache(&self, scope: &Scope) {
+        if let Some(cache) = &self.cache {
+            cache.forget(&self.keys.record(scope));
+        }
     }
 
     /// Runs the completion `invocation`, then waits until it is as durable as asked, on a
@@ -116,7 +166,9 @@ where
     pub async fn forget_version(&self, scope: &Scope, version: &str) -> Result<bool> {
         let mut invocation = self.scoped(&scripts().forget, scope);
         invocation.arg(version.as_bytes());
-        record::done(&self.run(&invocation, Sent::Harmless).await?)
+        let forgotten = self.run(&invocation, Sent::Harmless).await;
+        self.uncache(scope);
+        record::done(&forgotten?)
     }
 
     /// The connection, for the application's own commands.
@@ -216,11 +268,21 @@ where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
     async fn lookup(&self, scope: &Scope) -> Result<Option<Record>> {
+        if let Some(record) = self.cached(scope) {
+            return Ok(Some(record));
+        }
         let invocation = self.scoped(&scripts().lookup, scope);
-        record::optional_record(self.run(&invocation, Sent::Harmless).await?)
+        let found = record::optional_record(self.run(&invocation, Sent::Harmless).await?)?;
+        if let Some(record) = &found {
+            self.fill_later(scope, record);
+        }
+        Ok(found)
     }
 
     async fn try_claim(&self, request: &ClaimRequest) -> Result<TryClaim> {
+        if let Some(record) = self.cached(&request.scope) {
+            return Ok(TryClaim::Existing(record));
+        }
         let acquired = Instant::now();
         let record_id = RecordId::new();
         let mut invocation = self.scoped(&scripts().claim, &request.scope);
@@ -240,7 +302,10 @@ where
             Claimed::Token(token) => Ok(TryClaim::Claimed(
                 request.grant(record_id, token, acquired, None),
             )),
-            Claimed::Existing(record) => Ok(TryClaim::Existing(record)),
+            Claimed::Existing(record) => {
+                self.fill_later(&request.scope, &record);
+                Ok(TryClaim::Existing(record))
+            }
         }
     }
 
@@ -287,7 +352,10 @@ where
 
     async fn forget(&self, scope: &Scope) -> Result<bool> {
         let invocation = self.scoped(&scripts().forget, scope);
-        record::done(&self.run(&invocation, Sent::Harmless).await?)
+        let forgotten = self.run(&invocation, Sent::Harmless).await;
+        // Whatever the reply: a forget that failed after its deletion must not leave a copy.
+        self.uncache(scope);
+        record::done(&forgotten?)
     }
 
     /// Nothing to do: every record's key carries its expiry (`PEXPIREAT`), and Redis deletes

@@ -11,6 +11,7 @@
 
 mod app;
 mod binary;
+mod cache;
 mod cluster;
 mod common;
 mod expiry;
