@@ -54,7 +54,7 @@ impl Cli {
         let conflict = if args.mode == Mode::Atomic {
             "--records-url needs --mode lease: atomic mode commits its records with the notes, in --database-url"
         } else if args.replay_cache.is_some() {
-            "--replay-cache keeps records of the database, not of --records-url"
+            "--replay-cache is for records in --database-url: with --records-url redis://, replays are cached by default, kept exact by Redis (--no-replay-cache turns that off)"
         } else if !args.actor_caps().is_unlimited() {
             "per-actor caps are not supported with --records-url yet"
         } else {
@@ -148,6 +148,16 @@ pub(crate) struct ServeArgs {
     /// and a record's expiry, reach this instance only after this long.
     #[arg(long, env = "IDEMKEY_REPLAY_CACHE", value_name = "TTL", value_parser = parse_cache_ttl)]
     pub(crate) replay_cache: Option<Duration>,
+    /// With --records-url redis://: do not keep completed records in memory. On by default
+    /// there (standalone servers), because Redis tells this process at once when a record it
+    /// holds changes (`CLIENT TRACKING`), so no copy outlives its record.
+    #[arg(
+        long,
+        env = "IDEMKEY_NO_REPLAY_CACHE",
+        requires = "records_url",
+        hide_short_help = true
+    )]
+    pub(crate) no_replay_cache: bool,
     /// Run requests without an Idempotency-Key too, unrecorded.
     #[arg(long, env = "IDEMKEY_OPTIONAL_KEY")]
     pub(crate) optional_key: bool,

@@ -62,19 +62,25 @@ pub(crate) fn is_redis(url: &str) -> bool {
 /// `--records-wait-fsync`.
 const DURABLE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// What each completion waits for in Redis before it returns.
+/// The memory bound of the replay cache of Redis records.
+const REPLAY_CACHE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// How the Redis records are used: what each completion waits for before it returns, and
+/// whether replays are cached. The default, for maintenance commands: neither.
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct RedisWait {
+pub(crate) struct RedisSetup {
     /// `--records-wait-replicas`.
     pub(crate) replicas: Option<u32>,
     /// `--records-wait-fsync`.
     pub(crate) fsync: bool,
+    /// Whether to keep completed records in the process (on a standalone server; not on a
+    /// cluster, which has no replay cache): not `--no-replay-cache`.
+    pub(crate) replay_cache: bool,
 }
 
-/// Connects to the Redis (or cluster) at `url`, each completion waiting as `wait` says; the
-/// first connection is made here, so an unreachable server (or one that cannot wait as
-/// asked) fails at start-up.
-pub(crate) async fn open_redis(url: &str, wait: RedisWait) -> anyhow::Result<RedisRecords> {
+/// Connects to the Redis (or cluster) at `url`, set up as `wait` says; the first connection is
+/// made here, so an unreachable server (or one that cannot wait as asked) fails at start-up.
+pub(crate) async fn open_redis(url: &str, wait: RedisSetup) -> anyhow::Result<RedisRecords> {
     if !is_redis(url) {
         bail!(
             "unsupported records URL {}: use redis://HOST:PORT[/DB] or redis+cluster://HOST:PORT,...",
@@ -87,6 +93,9 @@ pub(crate) async fn open_redis(url: &str, wait: RedisWait) -> anyhow::Result<Red
     }
     if wait.fsync {
         options = options.wait_fsync(DURABLE_WAIT);
+    }
+    if wait.replay_cache && !url.contains("+cluster://") {
+        options = options.replay_cache(REPLAY_CACHE_BYTES);
     }
     idemkey_redis::RedisStore::connect_with(url, &options)
         .await

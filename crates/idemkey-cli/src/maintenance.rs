@@ -9,13 +9,13 @@ use idemkey_sqlx::{Backend, SqlxStore};
 use idemkey_tower::sweep_all;
 
 use crate::cli::{DatabaseArgs, ForgetArgs};
-use crate::database::{Database, RedisRecords, RedisWait, open, open_redis};
+use crate::database::{Database, RedisRecords, RedisSetup, open, open_redis};
 
 /// Deletes every expired record, batch by batch.
 pub(crate) async fn sweep(args: DatabaseArgs) -> anyhow::Result<ExitCode> {
     if let Some(url) = &args.records_url {
         // Connecting checks the URL and the server, so a typo is not reported as success.
-        open_redis(url, RedisWait::default()).await?;
+        open_redis(url, RedisSetup::default()).await?;
         println!("nothing to sweep: Redis deletes each record itself when it expires (key TTL)");
         return Ok(ExitCode::SUCCESS);
     }
@@ -37,7 +37,7 @@ pub(crate) async fn forget(args: ForgetArgs) -> anyhow::Result<ExitCode> {
     let key = Key::parse(args.key.as_bytes())
         .map_err(|error| anyhow::anyhow!("invalid --key: {error}"))?;
     if let Some(url) = &args.database.records_url {
-        return forget_in(&open_redis(url, RedisWait::default()).await?, &args, &key).await;
+        return forget_in(&open_redis(url, RedisSetup::default()).await?, &args, &key).await;
     }
     match open(&args.database.database_url, false).await? {
         Database::Sqlite(store) => forget_in(&store, &args, &key).await,

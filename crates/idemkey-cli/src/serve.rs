@@ -25,9 +25,10 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let config = config(&args)?;
     let records = match &args.database.records_url {
         Some(url) => {
-            let wait = crate::database::RedisWait {
+            let wait = crate::database::RedisSetup {
                 replicas: args.database.records_wait_replicas,
                 fsync: args.database.records_wait_fsync,
+                replay_cache: !args.no_replay_cache,
             };
             Some(crate::database::open_redis(url, wait).await?)
         }

@@ -277,3 +277,70 @@ async fn records_wait_for_the_fsync_when_asked() {
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(stderr.contains("appendonly"), "{stderr}");
 }
+
+/// Replays are answered from `idemkey serve`'s memory once cached (no script runs in Redis),
+/// and `idemkey forget`, another process, reaches that memory through Redis's invalidation:
+/// the next request executes again. `--no-replay-cache` sends every replay to Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replays_come_from_memory_until_a_forget_elsewhere() {
+    let redis = redis_server::Server::start(&DURABLE);
+    let scripts = || redis.calls("evalsha");
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("notes.db");
+    let server = lease_on(&db, &redis, &[]);
+    let client = reqwest::Client::new();
+    let post = || common::create(&client, &server, ALICE, Some(b"m"), "{\"title\":\"m\"}").send();
+    let first: serde_json::Value = post().await.unwrap().json().await.unwrap();
+    // The first replay asks Redis and fills the cache in the background.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let before = scripts();
+        let replay = post().await.unwrap();
+        assert_eq!(replay.headers()["idempotent-replayed"], "true");
+        if scripts() == before {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "replays never came from memory"
+        );
+    }
+    let before = scripts();
+    for _ in 0..20 {
+        let replay: serde_json::Value = post().await.unwrap().json().await.unwrap();
+        assert_eq!(replay["id"], first["id"]);
+    }
+    assert_eq!(scripts(), before);
+
+    let db_url = format!("sqlite://{}", db.display());
+    let forgot = idemkey(&[
+        "forget",
+        "--database-url",
+        &db_url,
+        "--records-url",
+        &redis.url(),
+        "--actor",
+        "alice",
+        "--operation",
+        "create-note:v1",
+        "--key",
+        "m",
+    ]);
+    assert!(forgot.status.success(), "{forgot:?}");
+    let again = post().await.unwrap();
+    assert!(again.headers().get("idempotent-replayed").is_none());
+    let again: serde_json::Value = again.json().await.unwrap();
+    assert_ne!(again["id"], first["id"]);
+
+    let uncached = lease_on(&dir.path().join("other.db"), &redis, &["--no-replay-cache"]);
+    let post = || common::create(&client, &uncached, ALICE, Some(b"u"), "{\"title\":\"u\"}").send();
+    assert_eq!(post().await.unwrap().status(), 201);
+    let before = scripts();
+    for _ in 0..5 {
+        assert_eq!(
+            post().await.unwrap().headers()["idempotent-replayed"],
+            "true"
+        );
+    }
+    assert_eq!(scripts(), before + 5);
+}

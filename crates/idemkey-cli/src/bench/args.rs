@@ -99,6 +99,10 @@ pub(crate) struct BenchArgs {
     /// (`idemkey serve --records-wait-fsync`).
     #[arg(long, requires = "records_url")]
     pub(crate) records_wait_fsync: bool,
+    /// With --records-url: the service keeps no completed records in memory (`idemkey serve
+    /// --no-replay-cache`).
+    #[arg(long, requires = "records_url")]
+    pub(crate) no_replay_cache: bool,
     /// How long each side of each workload runs, e.g. `10s` (default 10s).
     #[arg(long, value_parser = parse_duration, conflicts_with = "requests")]
     pub(crate) duration: Option<Duration>,

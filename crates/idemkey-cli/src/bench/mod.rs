@@ -271,6 +271,9 @@ fn serve_flags(args: &BenchArgs) -> Vec<String> {
     if args.records_wait_fsync {
         flags.push("--records-wait-fsync".to_owned());
     }
+    if args.no_replay_cache {
+        flags.push("--no-replay-cache".to_owned());
+    }
     flags
 }
 

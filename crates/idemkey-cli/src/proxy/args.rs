@@ -38,6 +38,11 @@ pub(crate) struct ProxyArgs {
     /// append-only file (`WAITAOF`, Redis 7.2+ or Valkey, `appendonly yes`; at most 1 s).
     #[arg(long, env = "IDEMKEY_RECORDS_WAIT_FSYNC")]
     pub(crate) records_wait_fsync: bool,
+    /// With a `redis://` database: do not keep completed records in memory. On by default
+    /// there (standalone servers): Redis tells this process at once when a record it holds
+    /// changes (`CLIENT TRACKING`), so no copy outlives its record.
+    #[arg(long, env = "IDEMKEY_NO_REPLAY_CACHE")]
+    pub(crate) no_replay_cache: bool,
     /// A TOML file: covered routes, keys required per route, mismatch status, waits,
     /// fingerprint headers, the actor's source, the upstream's timeout (docs/proxy.md).
     #[arg(long, env = "IDEMKEY_PROXY_CONFIG", value_name = "FILE")]

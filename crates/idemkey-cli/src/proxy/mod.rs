@@ -29,7 +29,7 @@ pub(crate) use args::ProxyArgs;
 use config::ProxyConfig;
 use forward::{Forward, Upstream};
 
-use crate::database::{Database, RedisWait, is_redis, open, open_redis, redact};
+use crate::database::{Database, RedisSetup, is_redis, open, open_redis, redact};
 
 /// Starts the proxy and runs it until SIGINT or SIGTERM.
 pub(crate) async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
@@ -53,9 +53,10 @@ pub(crate) async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         metrics,
     };
     if is_redis(&proxy.args.database_url) {
-        let wait = RedisWait {
+        let wait = RedisSetup {
             replicas: proxy.args.records_wait_replicas,
             fsync: proxy.args.records_wait_fsync,
+            replay_cache: !proxy.args.no_replay_cache,
         };
         let records = open_redis(&proxy.args.database_url, wait).await?;
         proxy.run(records).await?;
