@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The figures of BENCHMARKS.md's "Redis records" section, in one run: lease mode with the
 # records in Redis (IDEMKEY_BENCH_REDIS_URL, default redis://127.0.0.1:6379) against lease mode
-# with the records in the database, notes on SQLite and (with IDEMKEY_BENCH_PG_URL) PostgreSQL.
+# with the records in the database, notes on SQLite and (with IDEMKEY_BENCH_PG_URL) PostgreSQL,
+# and replays with the Redis records' replay cache off.
 #
 #   scripts/bench-redis.sh [OUT_DIR]     # default: target/bench-redis
 #
@@ -34,6 +35,8 @@ for db in sqlite ${PG:+postgres}; do
     [ "$db" = postgres ] && args=(--database-url "$PG")
     bench "$db-lease-db" create replay storm --mode lease --duration "$D" "${args[@]}"
     bench "$db-lease-redis" create replay storm --mode lease --records-url "$REDIS" --duration "$D" "${args[@]}"
+    # The replay cache (on by default with Redis records) off: replays ask Redis each time.
+    bench "$db-lease-redis-nocache" replay --mode lease --records-url "$REDIS" --no-replay-cache --duration "$D" "${args[@]}"
 done
 
 if [ -n "${IDEMKEY_BENCH_VALKEY:-}" ]; then
