@@ -61,10 +61,32 @@ fn usage(error: &clap::Error) -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    let rendered = error.render().to_string();
-    let first = rendered.lines().next().unwrap_or("invalid usage");
-    eprintln!("idemkey: {first} (try --help)");
+    eprintln!(
+        "idemkey: {} (try --help)",
+        one_line(&error.render().to_string())
+    );
     ExitCode::from(2)
+}
+
+/// clap's message on one line: its first line, followed by the indented lines clap lists
+/// beneath it (the arguments a `requires` is missing), which the first line alone announces
+/// without naming.
+fn one_line(rendered: &str) -> String {
+    let mut lines = rendered.lines();
+    let mut line = lines
+        .next()
+        .unwrap_or("invalid usage")
+        .trim_end()
+        .to_owned();
+    let details: Vec<&str> = lines
+        .take_while(|line| line.starts_with("  "))
+        .map(str::trim)
+        .collect();
+    if !details.is_empty() {
+        line.push(' ');
+        line.push_str(&details.join(", "));
+    }
+    line
 }
 
 /// The argument of a value that failed validation, if that value may hold a secret.

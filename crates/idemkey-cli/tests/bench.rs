@@ -168,4 +168,8 @@ fn bad_arguments_are_one_line_and_exit_2() {
         assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
         assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
     }
+    // A missing argument is named, not only announced.
+    let stderr =
+        String::from_utf8_lossy(&bench(&["--url", "http://127.0.0.1:1"]).stderr).into_owned();
+    assert!(stderr.contains("--token"), "{stderr}");
 }
