@@ -113,6 +113,15 @@ pub(crate) struct DatabaseArgs {
         hide_short_help = true
     )]
     pub(crate) records_wait_fsync: bool,
+    /// With --records-url rediss://: trust only this CA certificate (a PEM file) for the
+    /// server's certificate, instead of the system's roots.
+    #[arg(
+        long,
+        env = "IDEMKEY_RECORDS_TLS_CA",
+        value_name = "FILE",
+        requires = "records_url"
+    )]
+    pub(crate) records_tls_ca: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -67,7 +67,7 @@ const REPLAY_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// How the Redis records are used: what each completion waits for before it returns, and
 /// whether replays are cached. The default, for maintenance commands: neither.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct RedisSetup {
     /// `--records-wait-replicas`.
     pub(crate) replicas: Option<u32>,
@@ -76,6 +76,8 @@ pub(crate) struct RedisSetup {
     /// Whether to keep completed records in the process (on a standalone server; not on a
     /// cluster, which has no replay cache): not `--no-replay-cache`.
     pub(crate) replay_cache: bool,
+    /// `--records-tls-ca`.
+    pub(crate) tls_ca: Option<std::path::PathBuf>,
 }
 
 /// Connects to the Redis (or cluster) at `url`, set up as `wait` says; the first connection is
@@ -96,6 +98,11 @@ pub(crate) async fn open_redis(url: &str, wait: RedisSetup) -> anyhow::Result<Re
     }
     if wait.replay_cache && !url.contains("+cluster://") {
         options = options.replay_cache(REPLAY_CACHE_BYTES);
+    }
+    if let Some(path) = &wait.tls_ca {
+        let pem = std::fs::read(path)
+            .with_context(|| format!("cannot read --records-tls-ca {}", path.display()))?;
+        options = options.tls_root_certificate(pem);
     }
     idemkey_redis::RedisStore::connect_with(url, &options)
         .await

@@ -15,7 +15,7 @@ use crate::database::{Database, RedisRecords, RedisSetup, open, open_redis};
 pub(crate) async fn sweep(args: DatabaseArgs) -> anyhow::Result<ExitCode> {
     if let Some(url) = &args.records_url {
         // Connecting checks the URL and the server, so a typo is not reported as success.
-        open_redis(url, RedisSetup::default()).await?;
+        open_redis(url, maintenance_setup(&args)).await?;
         println!("nothing to sweep: Redis deletes each record itself when it expires (key TTL)");
         return Ok(ExitCode::SUCCESS);
     }
@@ -28,6 +28,14 @@ pub(crate) async fn sweep(args: DatabaseArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Redis records for a maintenance command: no waits, no replay cache, the CA if given.
+fn maintenance_setup(args: &DatabaseArgs) -> RedisSetup {
+    RedisSetup {
+        tls_ca: args.records_tls_ca.clone(),
+        ..RedisSetup::default()
+    }
+}
+
 /// Deletes the one record named; exits 1 when there is none.
 ///
 /// `--operation` is tried whole as the operation's name first; if nothing is there and it
@@ -37,7 +45,8 @@ pub(crate) async fn forget(args: ForgetArgs) -> anyhow::Result<ExitCode> {
     let key = Key::parse(args.key.as_bytes())
         .map_err(|error| anyhow::anyhow!("invalid --key: {error}"))?;
     if let Some(url) = &args.database.records_url {
-        return forget_in(&open_redis(url, RedisSetup::default()).await?, &args, &key).await;
+        let records = open_redis(url, maintenance_setup(&args.database)).await?;
+        return forget_in(&records, &args, &key).await;
     }
     match open(&args.database.database_url, false).await? {
         Database::Sqlite(store) => forget_in(&store, &args, &key).await,

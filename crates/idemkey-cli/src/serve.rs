@@ -29,6 +29,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 replicas: args.database.records_wait_replicas,
                 fsync: args.database.records_wait_fsync,
                 replay_cache: !args.no_replay_cache,
+                tls_ca: args.database.records_tls_ca.clone(),
             };
             Some(crate::database::open_redis(url, wait).await?)
         }

@@ -344,3 +344,54 @@ async fn replays_come_from_memory_until_a_forget_elsewhere() {
     }
     assert_eq!(scripts(), before + 5);
 }
+
+/// `--records-url rediss://` with `--records-tls-ca`: records over TLS, the server's
+/// certificate checked against that CA; without it the server is refused at start-up, and
+/// `forget` takes the CA too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_over_tls_trust_the_ca_given() {
+    let certs = redis_server::Certificates::make();
+    let (_redis, url) = redis_server::tls_server(&certs);
+    let ca = certs.path("ca.crt");
+    let ca = ca.to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("notes.db");
+    let args = [
+        "--mode",
+        "lease",
+        "--records-url",
+        &url,
+        "--records-tls-ca",
+        ca,
+    ];
+    let server = Server::start_on(&db, &args);
+    let client = reqwest::Client::new();
+    let post = || common::create(&client, &server, ALICE, Some(b"t"), "{\"title\":\"t\"}").send();
+    assert_eq!(post().await.unwrap().status(), 201);
+    assert_eq!(
+        post().await.unwrap().headers()["idempotent-replayed"],
+        "true"
+    );
+    let db_url = format!("sqlite://{}", db.display());
+    let forget = |extra: &[&str]| {
+        let mut args = vec!["forget", "--database-url", &db_url, "--records-url", &url];
+        args.extend_from_slice(extra);
+        args.extend([
+            "--actor",
+            "alice",
+            "--operation",
+            "create-note",
+            "--key",
+            "t",
+        ]);
+        idemkey(&args)
+    };
+    let untrusted = forget(&[]);
+    assert_eq!(untrusted.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&untrusted.stderr);
+    assert!(stderr.contains("invalid peer certificate"), "{stderr}");
+    let missing = forget(&["--records-tls-ca", "/nonexistent/ca.pem"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("--records-tls-ca"));
+    assert!(forget(&["--records-tls-ca", ca]).status.success());
+}

@@ -221,21 +221,25 @@ impl Drop for ReplayCache {
 }
 
 impl ReplayCache {
-    /// A cache of at most `max_bytes`, tracking over its own RESP3 connection to `url`, and
-    /// serving copies only while a heartbeat sent less than `staleness` ago was answered.
-    /// Waits for the first heartbeat, so that a server that cannot track is refused here.
-    pub(crate) async fn start(
-        url: &str,
-        max_bytes: u64,
-        staleness: Duration,
-        config: AsyncConnectionConfig,
-    ) -> Result<Self> {
+    /// A client for the server at `url` that speaks RESP3, whose pushes carry invalidations.
+    pub(crate) fn resp3(url: &str, options: &crate::RedisOptions) -> Result<redis::Client> {
         let info = url.into_connection_info().map_err(backend)?;
         let resp3 = info
             .redis_settings()
             .clone()
             .set_protocol(ProtocolVersion::RESP3);
-        let client = redis::Client::open(info.set_redis_settings(resp3)).map_err(backend)?;
+        options.client(info.set_redis_settings(resp3))
+    }
+
+    /// A cache of at most `max_bytes`, tracking over its own RESP3 connection of `client`, and
+    /// serving copies only while a heartbeat sent less than `staleness` ago was answered.
+    /// Waits for the first heartbeat, so that a server that cannot track is refused here.
+    pub(crate) async fn start(
+        client: redis::Client,
+        max_bytes: u64,
+        staleness: Duration,
+        config: AsyncConnectionConfig,
+    ) -> Result<Self> {
         let items = usize::try_from(max_bytes / TYPICAL_ENTRY).unwrap_or(usize::MAX);
         let shared = Arc::new(Shared {
             entries: Cache::with_weighter(items.max(16), max_bytes, Bytes),

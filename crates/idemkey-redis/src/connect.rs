@@ -3,9 +3,9 @@
 use std::time::Duration;
 
 use idemkey_core::{Error, Result};
-use redis::AsyncConnectionConfig;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
+use redis::{AsyncConnectionConfig, IntoConnectionInfo};
 
 use crate::cache::ReplayCache;
 use crate::durable::{Durable, Wait};
@@ -26,6 +26,8 @@ pub struct RedisOptions {
     wait: Wait,
     /// The replay cache's memory bound and staleness bound, if asked for.
     replay_cache: Option<(u64, Duration)>,
+    /// The only CA trusted for `rediss://` servers (PEM), instead of the system's.
+    tls_ca: Option<Vec<u8>>,
 }
 
 impl Default for RedisOptions {
@@ -37,6 +39,7 @@ impl Default for RedisOptions {
             operation_timeout: Duration::from_secs(5),
             wait: Wait::default(),
             replay_cache: None,
+            tls_ca: None,
         }
     }
 }
@@ -112,6 +115,32 @@ impl RedisOptions {
         self
     }
 
+    /// With `rediss://` (TLS): trust only the CA certificate `pem` (PEM), not the system's
+    /// roots. Without it, a TLS server's certificate is checked against the system's roots
+    /// (and a file named by `SSL_CERT_FILE`).
+    #[must_use]
+    pub fn tls_root_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls_ca = Some(pem.into());
+        self
+    }
+
+    /// A client for the server `info` names, trusting [`Self::tls_root_certificate`] if set.
+    pub(crate) fn client(&self, info: redis::ConnectionInfo) -> Result<redis::Client> {
+        install_crypto_provider();
+        match &self.tls_ca {
+            Some(ca) => redis::Client::build_with_tls(info, self.certificates(ca)),
+            None => redis::Client::open(info),
+        }
+        .map_err(invalid)
+    }
+
+    fn certificates(&self, ca: &[u8]) -> redis::TlsCertificates {
+        redis::TlsCertificates {
+            client_tls: None,
+            root_cert: Some(ca.to_vec()),
+        }
+    }
+
     /// How long one store operation may take in all (reconnecting, redirections, retries).
     #[must_use]
     pub fn operation_timeout(mut self, timeout: Duration) -> Self {
@@ -156,12 +185,14 @@ impl RedisStore<RedisConnection> {
             let config = AsyncConnectionConfig::new()
                 .set_connection_timeout(Some(options.connection_timeout))
                 .set_response_timeout(Some(options.response_timeout));
-            store = store.with_cache(ReplayCache::start(url, max_bytes, staleness, config).await?);
+            let client = ReplayCache::resp3(url, options)?;
+            store =
+                store.with_cache(ReplayCache::start(client, max_bytes, staleness, config).await?);
         }
         if !options.wait.is_set() {
             return Ok(store);
         }
-        let client = redis::Client::open(url).map_err(invalid)?;
+        let client = options.client(url.into_connection_info().map_err(invalid)?)?;
         let durable = Durable::new(
             options.wait,
             client,
@@ -174,7 +205,7 @@ impl RedisStore<RedisConnection> {
 }
 
 async fn standalone(url: &str, options: &RedisOptions) -> Result<ConnectionManager> {
-    let client = redis::Client::open(url).map_err(invalid)?;
+    let client = options.client(url.into_connection_info().map_err(invalid)?)?;
     // One quick retry: a request waits for the reconnection, so few and short attempts keep
     // it bounded; the next request starts a new one.
     let config = ConnectionManagerConfig::new()
@@ -192,7 +223,12 @@ async fn cluster(
     nodes: Vec<String>,
     options: &RedisOptions,
 ) -> Result<redis::cluster_async::ClusterConnection> {
-    let client = ClusterClient::builder(nodes)
+    install_crypto_provider();
+    let mut builder = ClusterClient::builder(nodes);
+    if let Some(ca) = &options.tls_ca {
+        builder = builder.certs(options.certificates(ca));
+    }
+    let client = builder
         .connection_timeout(options.connection_timeout)
         .response_timeout(options.response_timeout)
         .overall_response_timeout(Some(options.operation_timeout))
@@ -205,7 +241,16 @@ async fn cluster(
         .map_err(|e| store_error(e, Sent::Harmless))
 }
 
-fn invalid(error: redis::RedisError) -> Error {
+/// Makes ring the process's TLS crypto provider unless one is installed already: redis-rs's
+/// TLS asks rustls for the default provider, and there is none until someone installs it.
+fn install_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Another thread may have installed one meanwhile: theirs stands, which is as good.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
+pub(crate) fn invalid(error: redis::RedisError) -> Error {
     Error::Backend(Box::new(error))
 }
 

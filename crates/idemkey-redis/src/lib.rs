@@ -18,8 +18,9 @@
 //! # }
 //! ```
 //!
-//! TLS (`rediss://`) is not supported yet: redis-rs needs a TLS stack chosen for it, and none
-//! is tested here.
+//! TLS: `rediss://` (and `rediss+cluster://`) connect over TLS (rustls), checking the server's
+//! certificate against the system's roots, or only against the CA of
+//! [`RedisOptions::tls_root_certificate`].
 
 mod cache;
 mod connect;

@@ -43,6 +43,10 @@ pub(crate) struct ProxyArgs {
     /// changes (`CLIENT TRACKING`), so no copy outlives its record.
     #[arg(long, env = "IDEMKEY_NO_REPLAY_CACHE")]
     pub(crate) no_replay_cache: bool,
+    /// With a `rediss://` database: trust only this CA certificate (a PEM file) for the
+    /// server's certificate, instead of the system's roots.
+    #[arg(long, env = "IDEMKEY_RECORDS_TLS_CA", value_name = "FILE")]
+    pub(crate) records_tls_ca: Option<PathBuf>,
     /// A TOML file: covered routes, keys required per route, mismatch status, waits,
     /// fingerprint headers, the actor's source, the upstream's timeout (docs/proxy.md).
     #[arg(long, env = "IDEMKEY_PROXY_CONFIG", value_name = "FILE")]

@@ -57,6 +57,7 @@ pub(crate) async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
             replicas: proxy.args.records_wait_replicas,
             fsync: proxy.args.records_wait_fsync,
             replay_cache: !proxy.args.no_replay_cache,
+            tls_ca: proxy.args.records_tls_ca.clone(),
         };
         let records = open_redis(&proxy.args.database_url, wait).await?;
         proxy.run(records).await?;

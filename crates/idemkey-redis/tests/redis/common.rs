@@ -284,3 +284,62 @@ impl Cluster {
         format!("redis+cluster://{}", hosts.join(","))
     }
 }
+
+/// A CA and a server certificate for `localhost` and 127.0.0.1, signed by it.
+pub struct Certificates {
+    dir: tempfile::TempDir,
+}
+
+impl Certificates {
+    pub fn make() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let script = r#"set -e
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+  -subj /CN=idemkey-test-ca -keyout ca.key -out ca.crt
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=localhost \
+  -keyout server.key -out server.csr
+printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' > ext.cnf
+openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 \
+  -extfile ext.cnf -out server.crt"#;
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .current_dir(dir.path())
+            .output()
+            .expect("sh and openssl on the PATH");
+        assert!(out.status.success(), "{out:?}");
+        Self { dir }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    pub fn ca(&self) -> Vec<u8> {
+        std::fs::read(self.path("ca.crt")).unwrap()
+    }
+}
+
+/// A server with a TLS port (besides the plain one the helpers use); the `rediss://` URL.
+pub fn tls_server(certs: &Certificates) -> (Server, String) {
+    let port = free_port().to_string();
+    let arg = |path: PathBuf| path.to_str().unwrap().to_owned();
+    let (cert, key, ca) = (
+        arg(certs.path("server.crt")),
+        arg(certs.path("server.key")),
+        arg(certs.path("ca.crt")),
+    );
+    let server = Server::start(&[
+        "--tls-port",
+        &port,
+        "--tls-cert-file",
+        &cert,
+        "--tls-key-file",
+        &key,
+        "--tls-ca-cert-file",
+        &ca,
+        "--tls-auth-clients",
+        "no",
+    ]);
+    (server, format!("rediss://127.0.0.1:{port}"))
+}

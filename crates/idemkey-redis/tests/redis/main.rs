@@ -19,6 +19,7 @@ mod fencing;
 mod races;
 mod replicas;
 mod restart;
+mod tls;
 mod valkey;
 
 idemkey_core::store_conformance_suite!(
