@@ -96,17 +96,29 @@ pub(crate) async fn open_redis(url: &str, wait: RedisSetup) -> anyhow::Result<Re
     if wait.fsync {
         options = options.wait_fsync(DURABLE_WAIT);
     }
-    if wait.replay_cache && !url.contains("+cluster://") {
-        options = options.replay_cache(REPLAY_CACHE_BYTES);
-    }
     if let Some(path) = &wait.tls_ca {
         let pem = std::fs::read(path)
             .with_context(|| format!("cannot read --records-tls-ca {}", path.display()))?;
         options = options.tls_root_certificate(pem);
     }
-    idemkey_redis::RedisStore::connect_with(url, &options)
-        .await
-        .with_context(|| format!("cannot connect to the records at {}", redact(url)))
+    let connect = |options| async move {
+        idemkey_redis::RedisStore::connect_with(url, &options)
+            .await
+            .with_context(|| format!("cannot connect to the records at {}", redact(url)))
+    };
+    if !wait.replay_cache || url.contains("+cluster://") {
+        return connect(options).await;
+    }
+    // The cache is a default, not a requirement: a server that cannot track keys for it
+    // (no RESP3 or no CLIENT TRACKING) still serves the records, only without it.
+    match connect(options.clone().replay_cache(REPLAY_CACHE_BYTES)).await {
+        Ok(records) => Ok(records),
+        Err(cached) => {
+            let records = connect(options).await?;
+            tracing::warn!(error = format!("{cached:#}"), "replays are not cached");
+            Ok(records)
+        }
+    }
 }
 
 /// Query parameters that carry a secret (libpq's `password` and `sslpassword`).
