@@ -25,10 +25,28 @@ fn main() -> ExitCode {
     match run() {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("idemkey: error: {error:#}");
+            eprintln!("idemkey: error: {}", causes(&error));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes on one line, as `{:#}` would print them, but without a cause
+/// whose message the one before already quotes: the stores' errors include their source in
+/// their own message, so `{:#}` repeated it ("refused: refused: refused").
+fn causes(error: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if line.contains(text.as_str()) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
 }
 
 fn run() -> anyhow::Result<ExitCode> {

@@ -163,6 +163,10 @@ async fn forget_and_sweep_take_records_url() {
     assert!(String::from_utf8_lossy(&swept.stdout).contains("nothing to sweep"));
     let unreachable = idemkey(&["sweep", "--records-url", "redis://127.0.0.1:1"]);
     assert_eq!(unreachable.status.code(), Some(1));
+    // One line, each cause once (the stores' messages quote their sources).
+    let stderr = String::from_utf8_lossy(&unreachable.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert_eq!(stderr.matches("refused").count(), 1, "{stderr}");
 }
 
 /// `--records-wait-replicas 1`: a stored response is answered once the replica has it, so
@@ -394,4 +398,24 @@ async fn records_over_tls_trust_the_ca_given() {
     assert_eq!(missing.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("--records-tls-ca"));
     assert!(forget(&["--records-tls-ca", ca]).status.success());
+}
+
+/// A server on which the cache cannot track keys (`CLIENT` renamed away) still serves the
+/// records: `idemkey serve` starts without the cache, with a warning, and every replay asks Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_cannot_track_keys_serves_uncached() {
+    let redis = redis_server::Server::start(&["--rename-command", "CLIENT", ""]);
+    let dir = tempfile::tempdir().unwrap();
+    let server = lease_on(&dir.path().join("notes.db"), &redis, &[]);
+    let client = reqwest::Client::new();
+    let post = || common::create(&client, &server, ALICE, Some(b"n"), "{\"title\":\"n\"}").send();
+    assert_eq!(post().await.unwrap().status(), 201);
+    let before = redis.calls("evalsha");
+    for _ in 0..5 {
+        assert_eq!(
+            post().await.unwrap().headers()["idempotent-replayed"],
+            "true"
+        );
+    }
+    assert_eq!(redis.calls("evalsha"), before + 5);
 }
