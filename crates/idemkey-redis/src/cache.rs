@@ -68,14 +68,7 @@ struct Bytes;
 impl Weighter<String, Entry> for Bytes {
     fn weight(&self, key: &String, entry: &Entry) -> u64 {
         let response = match &entry.record.state {
-            RecordState::Completed(stored) => {
-                stored.body.len()
-                    + stored
-                        .headers
-                        .iter()
-                        .map(|(name, value)| name.len() + value.len())
-                        .sum::<usize>()
-            }
+            RecordState::Completed(stored) => stored.encoded_len(),
             _ => 0,
         };
         let scope = &entry.scope;

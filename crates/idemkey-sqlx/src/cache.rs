@@ -34,14 +34,7 @@ struct Bytes;
 impl Weighter<Scope, Entry> for Bytes {
     fn weight(&self, scope: &Scope, entry: &Entry) -> u64 {
         let response = match &entry.record.state {
-            RecordState::Completed(stored) => {
-                stored.body.len()
-                    + stored
-                        .headers
-                        .iter()
-                        .map(|(name, value)| name.len() + value.len())
-                        .sum::<usize>()
-            }
+            RecordState::Completed(stored) => stored.encoded_len(),
             _ => 0,
         };
         let key = scope.actor.len() + scope.operation.len() + scope.key.as_str().len();
