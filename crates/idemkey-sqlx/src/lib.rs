@@ -58,6 +58,7 @@ mod execute;
 #[doc(hidden)]
 pub mod failpoints;
 mod local;
+mod looked;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod row;
@@ -72,6 +73,7 @@ pub use execute::{
     AtomicError, AtomicHandler, AtomicOptions, AtomicResponse, HandlerFn, HandlerResult, Outcome,
     Strategy, handler_fn,
 };
+pub use looked::Looked;
 #[cfg(feature = "postgres")]
 pub use postgres::{DEFAULT_CLAIM_LOCK_TIMEOUT, DEFAULT_MAX_CONNECTIONS, PgSettings, PgStore};
 #[cfg(feature = "sqlite")]

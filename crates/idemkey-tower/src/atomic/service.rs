@@ -12,7 +12,7 @@ use futures_util::future::BoxFuture;
 use http::{Request, Response};
 use http_body::Body as HttpBody;
 use idemkey_core::{BoxError, Problem, ProblemKind, Verdict};
-use idemkey_sqlx::{AtomicError, AtomicOptions, Backend, Outcome, SqlxStore};
+use idemkey_sqlx::{AtomicError, AtomicOptions, Backend, Looked, Outcome, SqlxStore, Strategy};
 use tower::{Service, ServiceExt};
 use tracing::{Instrument, field};
 
@@ -140,6 +140,30 @@ where
 {
     let span = tracing::info_span!("idempotency", mode = "atomic", operation = %prepared.claim.operation,
         key = %prepared.claim.scope.key.short_hash(), outcome = field::Empty);
+    let mut plan = plan;
+    if plan.lookup && plan.strategy == Strategy::CommitTime && !DB::CLAIM_ON_LOOKUP_CONNECTION {
+        // A retry of a completed request, a mismatch or a request in flight is decided by the
+        // lookup alone: answered here, without the task that would hold a transaction. Only
+        // where the execution can then skip its own lookup (commit-time; claim-first always
+        // looks) and claims on a connection of its own (not PostgreSQL's, which claims on the
+        // lookup's).
+        let started = Instant::now();
+        let looked = store
+            .look_up(&prepared.claim, config.expired_lease)
+            .instrument(span.clone())
+            .await;
+        match looked {
+            Ok(Looked::Answer(decided)) => {
+                store_latency("atomic", started.elapsed());
+                let _entered = span.enter();
+                return answer(Ok(decided.into()), &config, &prepared.parts.headers);
+            }
+            // Looked up already: the execution need not look again.
+            Ok(Looked::Absent) => plan.lookup = false,
+            // The execution looks again and decides, or reports the failure as it would have.
+            Ok(_) | Err(_) => {}
+        }
+    }
     let task = executions.spawn(
         async move {
             // Only what a replay negotiates with: the rest of the head goes to the handler.
