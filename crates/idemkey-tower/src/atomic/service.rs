@@ -140,30 +140,10 @@ where
 {
     let span = tracing::info_span!("idempotency", mode = "atomic", operation = %prepared.claim.operation,
         key = %prepared.claim.scope.key.short_hash(), outcome = field::Empty);
-    let mut plan = plan;
-    if plan.lookup && plan.strategy == Strategy::CommitTime && !DB::CLAIM_ON_LOOKUP_CONNECTION {
-        // A retry of a completed request, a mismatch or a request in flight is decided by the
-        // lookup alone: answered here, without the task that would hold a transaction. Only
-        // where the execution can then skip its own lookup (commit-time; claim-first always
-        // looks) and claims on a connection of its own (not PostgreSQL's, which claims on the
-        // lookup's).
-        let started = Instant::now();
-        let looked = store
-            .look_up(&prepared.claim, config.expired_lease)
-            .instrument(span.clone())
-            .await;
-        match looked {
-            Ok(Looked::Answer(decided)) => {
-                store_latency("atomic", started.elapsed());
-                let _entered = span.enter();
-                return answer(Ok(decided.into()), &config, &prepared.parts.headers);
-            }
-            // Looked up already: the execution need not look again.
-            Ok(Looked::Absent) => plan.lookup = false,
-            // The execution looks again and decides, or reports the failure as it would have.
-            Ok(_) | Err(_) => {}
-        }
-    }
+    let plan = match answered_by_lookup(&store, &config, plan, &prepared, &span).await {
+        Ok(response) => return response,
+        Err(plan) => plan,
+    };
     let task = executions.spawn(
         async move {
             // Only what a replay negotiates with: the rest of the head goes to the handler.
@@ -195,6 +175,42 @@ where
             &Problem::custom("internal", "Internal error", 500).detail("the handler failed"),
         )
     })
+}
+
+/// Answers from the lookup alone what it decides (a retry of a completed request, a mismatch, a
+/// request in flight), without the task that would hold a transaction; otherwise the plan the
+/// execution follows. Only where the execution can then skip its own lookup (commit-time;
+/// claim-first always looks) and claims on a connection of its own (not PostgreSQL's, which
+/// claims on the lookup's).
+async fn answered_by_lookup<DB: Backend>(
+    store: &SqlxStore<DB>,
+    config: &Config,
+    mut plan: Plan,
+    prepared: &Prepared,
+    span: &tracing::Span,
+) -> Result<Response<Body>, Plan> {
+    if !plan.lookup || plan.strategy != Strategy::CommitTime || DB::CLAIM_ON_LOOKUP_CONNECTION {
+        return Err(plan);
+    }
+    let started = Instant::now();
+    let looked = store
+        .look_up(&prepared.claim, config.expired_lease)
+        .instrument(span.clone())
+        .await;
+    match looked {
+        Ok(Looked::Answer(decided)) => {
+            store_latency("atomic", started.elapsed());
+            let _entered = span.enter();
+            Ok(answer(Ok(decided.into()), config, &prepared.parts.headers))
+        }
+        // Looked up already: the execution need not look again.
+        Ok(Looked::Absent) => {
+            plan.lookup = false;
+            Err(plan)
+        }
+        // The execution looks again and decides, or reports the failure as it would have.
+        Ok(_) | Err(_) => Err(plan),
+    }
 }
 
 fn answer(
