@@ -12,7 +12,7 @@ use tokio::sync::watch;
 
 use crate::failpoints::Point;
 use crate::local::{LocalTurn, Settled, Turn};
-use crate::{Backend, SqlxStore};
+use crate::{Backend, Looked, SqlxStore};
 
 /// An open write transaction that holds the claim of a scope as its first statement.
 ///
@@ -114,15 +114,11 @@ impl<DB: Backend> SqlxStore<DB> {
         on_expired: ExpiredLease,
         deadline: Option<Instant>,
     ) -> Result<AtomicBegin<DB>> {
-        if let Some(record) = self.cached(&request.scope)
-            && let Ok(answer) = decide(request, &record, on_expired).into_answer()
-        {
+        if let Some(answer) = self.cached_answer(request, on_expired) {
             return Ok(answer.into());
         }
         let mut conn = self.conn().await?;
-        if let Some(record) = self.lookup_on(&mut conn, &request.scope).await?
-            && let Ok(answer) = decide(request, &record, on_expired).into_answer()
-        {
+        if let Looked::Answer(answer) = self.look_up_on(&mut conn, request, on_expired).await? {
             return Ok(answer.into());
         }
         // Kept for the claim where the backend begins it on this connection (PostgreSQL);

@@ -15,7 +15,7 @@ use crate::SqlxStore;
 use crate::execute::{exhausted, retryable, rollback};
 use crate::failpoints::Point;
 use crate::local::{LocalTurn, Turn};
-use crate::{AtomicError, AtomicHandler, AtomicOptions, AtomicResponse, Backend, Outcome};
+use crate::{AtomicError, AtomicHandler, AtomicOptions, AtomicResponse, Backend, Looked, Outcome};
 
 /// How one speculative transaction ended.
 enum Step<R> {
@@ -50,24 +50,25 @@ impl<DB: Backend> SqlxStore<DB> {
         let attempts = options.max_attempts.max(1);
         for _ in 0..attempts {
             let mut conn = None;
-            if let Some(record) = self.cached(&request.scope)
-                && let Ok(answer) = decide(request, &record, options.on_expired).into_answer()
-            {
+            if let Some(answer) = self.cached_answer(request, options.on_expired) {
                 return Ok(answer.into());
             }
             if options.lookup {
                 let mut looked_up = self.conn().await?;
-                if let Some(record) = self.lookup_on(&mut looked_up, &request.scope).await? {
+                match self
+                    .look_up_on(&mut looked_up, request, options.on_expired)
+                    .await?
+                {
+                    Looked::Answer(answer) => return Ok(answer.into()),
                     // A released or abandoned record is claimed again under its id: that is
                     // claim-first's work, and a speculative run would only be rolled back.
-                    return match decide(request, &record, options.on_expired).into_answer() {
-                        Ok(answer) => Ok(answer.into()),
-                        Err(_) => {
-                            drop(looked_up);
-                            self.execute_claim_first(request, options, handler, None)
-                                .await
-                        }
-                    };
+                    Looked::Undecided => {
+                        drop(looked_up);
+                        return self
+                            .execute_claim_first(request, options, handler, None)
+                            .await;
+                    }
+                    Looked::Absent => {}
                 }
                 conn = DB::CLAIM_ON_LOOKUP_CONNECTION.then_some(looked_up);
             }

@@ -29,13 +29,32 @@ impl<DB: Backend> SqlxStore<DB> {
         request: &ClaimRequest,
         on_expired: ExpiredLease,
     ) -> Result<Looked> {
-        if let Some(record) = self.cached(&request.scope)
-            && let Ok(answer) = decide(request, &record, on_expired).into_answer()
-        {
+        if let Some(answer) = self.cached_answer(request, on_expired) {
             return Ok(Looked::Answer(answer));
         }
-        let mut conn = self.conn().await?;
-        let Some(record) = self.lookup_on(&mut conn, &request.scope).await? else {
+        self.look_up_on(&mut *self.conn().await?, request, on_expired)
+            .await
+    }
+
+    /// What the replay cache's copy of the scope's record decides, if there is one and it
+    /// decides.
+    pub(crate) fn cached_answer(
+        &self,
+        request: &ClaimRequest,
+        on_expired: ExpiredLease,
+    ) -> Option<Answer> {
+        let record = self.cached(&request.scope)?;
+        decide(request, &record, on_expired).into_answer().ok()
+    }
+
+    /// [`Self::look_up`]'s database read and decision, on `conn`.
+    pub(crate) async fn look_up_on(
+        &self,
+        conn: &mut DB::Connection,
+        request: &ClaimRequest,
+        on_expired: ExpiredLease,
+    ) -> Result<Looked> {
+        let Some(record) = self.lookup_on(conn, &request.scope).await? else {
             return Ok(Looked::Absent);
         };
         Ok(match decide(request, &record, on_expired).into_answer() {
