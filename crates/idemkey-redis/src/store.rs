@@ -108,16 +108,16 @@ where
         }
     }
 
-    /// The scope's completed record from the replay cache, if there is a fresh copy.
-    fn cached(&self, scope: &Scope) -> Option<Record> {
-        let cache = self.cache.as_ref()?;
-        let record = cache.get(&self.keys.record(scope), scope)?;
+    /// The completed record of `scope`, at Redis key `key`, from the replay cache, if there
+    /// is a fresh copy.
+    fn cached(&self, key: &str, scope: &Scope) -> Option<Record> {
+        let record = self.cache.as_ref()?.get(key, scope)?;
         Some(Record::clone(&record))
     }
 
     /// After the server answered with `record`: if it is completed, fills the replay cache
     /// with it in the background, over the cache's tracking connection.
-    fn fill_later(&self, scope: &Scope, record: &Record) {
+    fn fill_later(&self, key: String, scope: &Scope, record: &Record) {
         let Some(cache) = &self.cache else {
             return;
         };
@@ -125,8 +125,7 @@ where
             return;
         }
         let (cache, scope, timeout) = (Arc::clone(cache), scope.clone(), self.timeout);
-        let key = self.keys.record(&scope);
-        let invocation = self.scoped(&scripts().cached, &scope);
+        let invocation = self.scoped_at(&scripts().cached, key.clone(), &scope);
         tokio::spawn(async move { cache.fill(key, scope, invocation, timeout).await });
     }
 
@@ -204,7 +203,17 @@ where
     /// An invocation of `script` on the scope's key, with the scope as its first three
     /// arguments: every script compares them with the hash's.
     fn scoped<'a>(&self, script: &'a redis::Script, scope: &Scope) -> ScriptInvocation<'a> {
-        let mut invocation = script.key(self.keys.record(scope));
+        self.scoped_at(script, self.keys.record(scope), scope)
+    }
+
+    /// [`Self::scoped`] with the scope's key already digested (see [`Keys::record`]).
+    fn scoped_at<'a>(
+        &self,
+        script: &'a redis::Script,
+        key: String,
+        scope: &Scope,
+    ) -> ScriptInvocation<'a> {
+        let mut invocation = script.key(key);
         invocation
             .arg(scope.actor.as_bytes())
             .arg(scope.operation.as_bytes())
@@ -268,24 +277,27 @@ where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
     async fn lookup(&self, scope: &Scope) -> Result<Option<Record>> {
-        if let Some(record) = self.cached(scope) {
+        // One digest of the scope serves the cache, the script and the fill.
+        let key = self.keys.record(scope);
+        if let Some(record) = self.cached(&key, scope) {
             return Ok(Some(record));
         }
-        let invocation = self.scoped(&scripts().lookup, scope);
+        let invocation = self.scoped_at(&scripts().lookup, key.clone(), scope);
         let found = record::optional_record(self.run(&invocation, Sent::Harmless).await?)?;
         if let Some(record) = &found {
-            self.fill_later(scope, record);
+            self.fill_later(key, scope, record);
         }
         Ok(found)
     }
 
     async fn try_claim(&self, request: &ClaimRequest) -> Result<TryClaim> {
-        if let Some(record) = self.cached(&request.scope) {
+        let key = self.keys.record(&request.scope);
+        if let Some(record) = self.cached(&key, &request.scope) {
             return Ok(TryClaim::Existing(record));
         }
         let acquired = Instant::now();
         let record_id = RecordId::new();
-        let mut invocation = self.scoped(&scripts().claim, &request.scope);
+        let mut invocation = self.scoped_at(&scripts().claim, key.clone(), &request.scope);
         invocation
             .arg(record_id.as_bytes().as_slice())
             .arg(request.operation.version().as_bytes())
@@ -303,7 +315,7 @@ where
                 request.grant(record_id, token, acquired, None),
             )),
             Claimed::Existing(record) => {
-                self.fill_later(&request.scope, &record);
+                self.fill_later(key, &request.scope, &record);
                 Ok(TryClaim::Existing(record))
             }
         }
