@@ -109,31 +109,30 @@ impl Shared {
         self.nanos(now) < self.fresh_until.load(Ordering::Acquire)
     }
 
-    /// Drops the copies of `keys` (every copy for `None`).
-    fn invalidate(&self, keys: Option<&[Value]>) {
+    /// Drops the copies of `keys`.
+    fn invalidate<'a>(&self, keys: impl IntoIterator<Item = &'a str>) {
+        let _state = self.bump();
+        for key in keys {
+            self.entries.remove(key);
+        }
+    }
+
+    /// Drops every copy (a push naming no key: `FLUSHALL`, `FLUSHDB`).
+    fn invalidate_all(&self) {
+        let _state = self.bump();
+        self.entries.clear();
+    }
+
+    /// The lock, held, after a new generation: a fill that read before now inserts nothing.
+    fn bump(&self) -> MutexGuard<'_, State> {
         let mut state = self.lock();
         state.generation += 1;
-        match keys {
-            Some(keys) => {
-                for key in keys {
-                    let key = match key {
-                        Value::BulkString(key) => std::str::from_utf8(key).ok(),
-                        Value::SimpleString(key) => Some(key.as_str()),
-                        _ => None,
-                    };
-                    if let Some(key) = key {
-                        self.entries.remove(key);
-                    }
-                }
-            }
-            None => self.entries.clear(),
-        }
+        state
     }
 
     /// Forgets the connection and every copy: invalidations may have been lost.
     fn disconnected(&self) {
-        let mut state = self.lock();
-        state.generation += 1;
+        let mut state = self.bump();
         state.epoch += 1;
         state.conn = None;
         self.fresh_until.store(0, Ordering::Release);
@@ -142,8 +141,7 @@ impl Shared {
 
     /// A new tracking connection; the copies stay unserved until its first heartbeat.
     fn connected(&self, conn: MultiplexedConnection) -> u64 {
-        let mut state = self.lock();
-        state.generation += 1;
+        let mut state = self.bump();
         state.epoch += 1;
         state.conn = Some(conn);
         state.epoch
@@ -173,6 +171,15 @@ impl Shared {
     }
 }
 
+/// A key named in an `invalidate` push.
+fn text(key: &Value) -> Option<&str> {
+    match key {
+        Value::BulkString(key) => std::str::from_utf8(key).ok(),
+        Value::SimpleString(key) => Some(key),
+        _ => None,
+    }
+}
+
 /// The tracking connection's push handler, called by its reader in the socket's order.
 struct Invalidations(Weak<Shared>);
 
@@ -183,8 +190,8 @@ impl AsyncPushSender for Invalidations {
         };
         match info.kind {
             PushKind::Invalidate => match info.data.first() {
-                Some(Value::Array(keys)) => shared.invalidate(Some(keys)),
-                _ => shared.invalidate(None),
+                Some(Value::Array(keys)) => shared.invalidate(keys.iter().filter_map(text)),
+                _ => shared.invalidate_all(),
             },
             PushKind::Disconnection => shared.disconnected(),
             _ => {}
@@ -304,8 +311,7 @@ impl ReplayCache {
 
     /// Drops the copy under Redis key `key`: this process changed the record.
     pub(crate) fn forget(&self, key: &str) {
-        self.shared
-            .invalidate(Some(&[Value::BulkString(key.as_bytes().to_vec())]));
+        self.shared.invalidate([key]);
     }
 
     /// Returns once every invalidation the server sent before now has been applied: a `PING`
@@ -434,7 +440,7 @@ mod tests {
         let shared = shared();
         let generation = shared.lock().generation;
         // The invalidation is handled after the fill's reply, before its insertion.
-        shared.invalidate(Some(&[Value::BulkString(b"other".to_vec())]));
+        shared.invalidate(["other"]);
         shared.insert(generation, "k".into(), entry());
         assert!(shared.entries.get("k").is_none());
         let generation = shared.lock().generation;
@@ -447,10 +453,10 @@ mod tests {
         let shared = shared();
         shared.insert(0, "k".into(), entry());
         shared.insert(0, "j".into(), entry());
-        shared.invalidate(Some(&[Value::BulkString(b"k".to_vec())]));
+        shared.invalidate(["k"]);
         assert!(shared.entries.get("k").is_none());
         assert!(shared.entries.get("j").is_some());
-        shared.invalidate(None);
+        shared.invalidate_all();
         assert!(shared.entries.get("j").is_none());
     }
 

@@ -128,17 +128,10 @@ impl RedisOptions {
     pub(crate) fn client(&self, info: redis::ConnectionInfo) -> Result<redis::Client> {
         install_crypto_provider();
         match &self.tls_ca {
-            Some(ca) => redis::Client::build_with_tls(info, self.certificates(ca)),
+            Some(ca) => redis::Client::build_with_tls(info, certificates(ca)),
             None => redis::Client::open(info),
         }
         .map_err(invalid)
-    }
-
-    fn certificates(&self, ca: &[u8]) -> redis::TlsCertificates {
-        redis::TlsCertificates {
-            client_tls: None,
-            root_cert: Some(ca.to_vec()),
-        }
     }
 
     /// How long one store operation may take in all (reconnecting, redirections, retries).
@@ -226,7 +219,7 @@ async fn cluster(
     install_crypto_provider();
     let mut builder = ClusterClient::builder(nodes);
     if let Some(ca) = &options.tls_ca {
-        builder = builder.certs(options.certificates(ca));
+        builder = builder.certs(certificates(ca));
     }
     let client = builder
         .connection_timeout(options.connection_timeout)
@@ -239,6 +232,14 @@ async fn cluster(
         .get_async_connection()
         .await
         .map_err(|e| store_error(e, Sent::Harmless))
+}
+
+/// The CA of [`RedisOptions::tls_root_certificate`] as the only root; no client certificate.
+fn certificates(ca: &[u8]) -> redis::TlsCertificates {
+    redis::TlsCertificates {
+        client_tls: None,
+        root_cert: Some(ca.to_vec()),
+    }
 }
 
 /// Makes ring the process's TLS crypto provider unless one is installed already: redis-rs's
