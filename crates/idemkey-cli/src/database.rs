@@ -80,9 +80,9 @@ pub(crate) struct RedisSetup {
     pub(crate) tls_ca: Option<std::path::PathBuf>,
 }
 
-/// Connects to the Redis (or cluster) at `url`, set up as `wait` says; the first connection is
+/// Connects to the Redis (or cluster) at `url`, set up as `setup` says; the first connection is
 /// made here, so an unreachable server (or one that cannot wait as asked) fails at start-up.
-pub(crate) async fn open_redis(url: &str, wait: RedisSetup) -> anyhow::Result<RedisRecords> {
+pub(crate) async fn open_redis(url: &str, setup: RedisSetup) -> anyhow::Result<RedisRecords> {
     if !is_redis(url) {
         bail!(
             "unsupported records URL {}: use redis://HOST:PORT[/DB] or redis+cluster://HOST:PORT,...",
@@ -90,13 +90,13 @@ pub(crate) async fn open_redis(url: &str, wait: RedisSetup) -> anyhow::Result<Re
         );
     }
     let mut options = idemkey_redis::RedisOptions::new();
-    if let Some(replicas) = wait.replicas {
+    if let Some(replicas) = setup.replicas {
         options = options.wait_replicas(replicas, DURABLE_WAIT);
     }
-    if wait.fsync {
+    if setup.fsync {
         options = options.wait_fsync(DURABLE_WAIT);
     }
-    if let Some(path) = &wait.tls_ca {
+    if let Some(path) = &setup.tls_ca {
         let pem = std::fs::read(path)
             .with_context(|| format!("cannot read --records-tls-ca {}", path.display()))?;
         options = options.tls_root_certificate(pem);
@@ -106,7 +106,7 @@ pub(crate) async fn open_redis(url: &str, wait: RedisSetup) -> anyhow::Result<Re
             .await
             .with_context(|| format!("cannot connect to the records at {}", redact(url)))
     };
-    if !wait.replay_cache || url.contains("+cluster://") {
+    if !setup.replay_cache || url.contains("+cluster://") {
         return connect(options).await;
     }
     // The cache is a default, not a requirement: a server that cannot track keys for it

@@ -25,13 +25,13 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let config = config(&args)?;
     let records = match &args.database.records_url {
         Some(url) => {
-            let wait = crate::database::RedisSetup {
+            let setup = crate::database::RedisSetup {
                 replicas: args.database.records_wait_replicas,
                 fsync: args.database.records_wait_fsync,
                 replay_cache: !args.no_replay_cache,
                 tls_ca: args.database.records_tls_ca.clone(),
             };
-            Some(crate::database::open_redis(url, wait).await?)
+            Some(crate::database::open_redis(url, setup).await?)
         }
         None => None,
     };

@@ -53,13 +53,13 @@ pub(crate) async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         metrics,
     };
     if is_redis(&proxy.args.database_url) {
-        let wait = RedisSetup {
+        let setup = RedisSetup {
             replicas: proxy.args.records_wait_replicas,
             fsync: proxy.args.records_wait_fsync,
             replay_cache: !proxy.args.no_replay_cache,
             tls_ca: proxy.args.records_tls_ca.clone(),
         };
-        let records = open_redis(&proxy.args.database_url, wait).await?;
+        let records = open_redis(&proxy.args.database_url, setup).await?;
         proxy.run(records).await?;
         return Ok(ExitCode::SUCCESS);
     }
