@@ -91,6 +91,25 @@ pub trait Backend: Database + Sealed {
         response: &StoredResponse,
     ) -> impl Future<Output = Result<bool>> + Send;
 
+    /// Whether [`Self::insert_completed_and_commit`] runs the record's insert and the commit
+    /// as one command here.
+    const FOLDS_COMMIT: bool = false;
+
+    /// Commit-time's record and the `COMMIT` in one round trip to the database, where the
+    /// driver runs several statements as one command (SQLite, whose driver sends each
+    /// statement to the connection's worker thread and waits for it, inside the window in
+    /// which the process's one writer is held). Elsewhere [`Folded::Unsupported`], and the
+    /// caller runs [`Self::insert_completed`] and commits.
+    fn insert_completed_and_commit(
+        tx: &mut Transaction<'static, Self>,
+        request: &ClaimRequest,
+        record_id: idemkey_core::RecordId,
+        response: &StoredResponse,
+    ) -> impl Future<Output = Folded> + Send {
+        let _ = (tx, request, record_id, response);
+        std::future::ready(Folded::Unsupported)
+    }
+
     /// See [`idemkey_core::Store::reclaim`].
     fn reclaim(
         conn: &mut Self::Connection,
@@ -176,4 +195,23 @@ pub trait Backend: Database + Sealed {
     fn commit_error(error: sqlx::Error) -> idemkey_core::Error {
         crate::error::store_error(error)
     }
+}
+
+/// How [`Backend::insert_completed_and_commit`] ended.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Folded {
+    /// The backend has no such command: nothing ran.
+    Unsupported,
+    /// The record and the transaction committed. The transaction handle is left over an
+    /// empty transaction of the driver's count, to be dropped (its rollback is queued, not
+    /// awaited).
+    Committed,
+    /// A row of the scope, live or expired, stopped the insert before the commit: the
+    /// transaction is open as it was, and [`Backend::insert_completed`] decides.
+    Conflict,
+    /// The insert failed otherwise; nothing committed.
+    InsertFailed(idemkey_core::Error),
+    /// The `COMMIT` failed, as [`Backend::commit_error`] reports it.
+    CommitFailed(idemkey_core::Error),
 }

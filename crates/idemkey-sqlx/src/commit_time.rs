@@ -15,7 +15,9 @@ use crate::SqlxStore;
 use crate::execute::{exhausted, retryable, rollback};
 use crate::failpoints::Point;
 use crate::local::{LocalTurn, Turn};
-use crate::{AtomicError, AtomicHandler, AtomicOptions, AtomicResponse, Backend, Looked, Outcome};
+use crate::{
+    AtomicError, AtomicHandler, AtomicOptions, AtomicResponse, Backend, Folded, Looked, Outcome,
+};
 
 /// How one speculative transaction ended.
 enum Step<R> {
@@ -165,6 +167,55 @@ impl<DB: Backend> SqlxStore<DB> {
     ) -> Result<Committed, Error> {
         let record_id = RecordId::new();
         self.hit(Point::BeforeComplete).await?;
+        // Caps read the actor's usage between the insert and the commit: not folded then.
+        let folded = if DB::FOLDS_COMMIT && !self.has_caps() {
+            self.hit(Point::BeforeCommit).await?;
+            DB::insert_completed_and_commit(&mut tx, request, record_id, stored).await
+        } else {
+            Folded::Unsupported
+        };
+        let committed = match folded {
+            Folded::Committed => {
+                // Queues the rollback of the empty transaction the driver still counts, and
+                // hands the writer on: neither is awaited.
+                drop(tx);
+                Committed::Yes
+            }
+            Folded::CommitFailed(error) => committed_failure::<DB>(error)?,
+            Folded::InsertFailed(error) => {
+                rollback(Some(tx)).await;
+                self.insert_failed(request, options, error).await?
+            }
+            Folded::Conflict => {
+                self.insert_and_commit(request, options, tx, record_id, stored, false)
+                    .await?
+            }
+            Folded::Unsupported => {
+                self.insert_and_commit(request, options, tx, record_id, stored, true)
+                    .await?
+            }
+        };
+        if let (Committed::Yes, Some(turn)) = (&committed, turn) {
+            let claim = request.grant(record_id, 1, Instant::now(), None);
+            turn.settle(&claim, stored);
+        }
+        if let Committed::Yes = committed {
+            self.remember(&request.scope, &completed(request, record_id, 1, stored));
+        }
+        Ok(committed)
+    }
+
+    /// The record's upsert, the caps' check and the commit, each a round trip of its own.
+    /// `at_commit`: whether [`Point::BeforeCommit`] is still to be hit.
+    async fn insert_and_commit(
+        &self,
+        request: &ClaimRequest,
+        options: &AtomicOptions,
+        mut tx: Transaction<'static, DB>,
+        record_id: RecordId,
+        stored: &StoredResponse,
+        at_commit: bool,
+    ) -> Result<Committed, Error> {
         match DB::insert_completed(&mut tx, request, record_id, stored).await {
             Ok(true) => {
                 // Over a cap, the handler's writes roll back with the record: not executed.
@@ -179,27 +230,33 @@ impl<DB: Backend> SqlxStore<DB> {
             }
             Err(error) => {
                 rollback(Some(tx)).await;
-                if retryable::<DB>(&error) {
-                    return Ok(Committed::Again);
-                }
-                return match self.answer_after_failure(request, options).await {
-                    Some(answer) => Ok(Committed::Answered(answer)),
-                    None => Err(error),
-                };
+                return self.insert_failed(request, options, error).await;
             }
         }
-        self.hit(Point::BeforeCommit).await?;
-        match tx.commit().await.map_err(DB::commit_error) {
-            Ok(()) => {}
-            Err(error) if retryable::<DB>(&error) => return Ok(Committed::Again),
-            Err(error) => return Err(error),
+        if at_commit {
+            self.hit(Point::BeforeCommit).await?;
         }
-        if let Some(turn) = turn {
-            let claim = request.grant(record_id, 1, Instant::now(), None);
-            turn.settle(&claim, stored);
+        match tx.commit().await {
+            Ok(()) => Ok(Committed::Yes),
+            Err(error) => committed_failure::<DB>(DB::commit_error(error)),
         }
-        self.remember(&request.scope, &completed(request, record_id, 1, stored));
-        Ok(Committed::Yes)
+    }
+
+    /// After the record's insert failed (its transaction rolled back): run again, or the
+    /// answer another request's record gives, or the error.
+    async fn insert_failed(
+        &self,
+        request: &ClaimRequest,
+        options: &AtomicOptions,
+        error: Error,
+    ) -> Result<Committed, Error> {
+        if retryable::<DB>(&error) {
+            return Ok(Committed::Again);
+        }
+        match self.answer_after_failure(request, options).await {
+            Some(answer) => Ok(Committed::Answered(answer)),
+            None => Err(error),
+        }
     }
 
     /// After a keyed transaction failed or rolled back: the answer a record committed by
@@ -223,6 +280,15 @@ impl<DB: Backend> SqlxStore<DB> {
                 None
             }
         }
+    }
+}
+
+/// A failed `COMMIT`: run again if the database says so, otherwise the error.
+fn committed_failure<DB: Backend>(error: Error) -> Result<Committed, Error> {
+    if retryable::<DB>(&error) {
+        Ok(Committed::Again)
+    } else {
+        Err(error)
     }
 }
 

@@ -68,7 +68,7 @@ mod statements;
 mod store;
 
 pub use atomic::{AtomicBegin, AtomicClaim};
-pub use backend::Backend;
+pub use backend::{Backend, Folded};
 pub use execute::{
     AtomicError, AtomicHandler, AtomicOptions, AtomicResponse, HandlerFn, HandlerResult, Outcome,
     Strategy, handler_fn,

@@ -110,6 +110,11 @@ impl<DB: Backend> SqlxStore<DB> {
         self
     }
 
+    /// Whether records are created under per-actor caps.
+    pub(crate) fn has_caps(&self) -> bool {
+        !self.caps.is_unlimited()
+    }
+
     /// Checks the per-actor caps on `conn`, inside the transaction creating a record for
     /// `request` whose stored response (if stored with it) is `stored`.
     pub(crate) async fn within_caps(

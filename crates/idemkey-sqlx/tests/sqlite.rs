@@ -76,6 +76,9 @@ idemkey_core::store_conformance_suite!(SqliteFixture::store());
 
 seed_cases!(SqliteFixture);
 
+#[path = "sqlite/folded.rs"]
+mod folded;
+
 /// The seed cases again with the commit-time strategy.
 mod commit_time {
     use super::*;

@@ -3,12 +3,13 @@
 
 use std::time::Instant;
 
+use futures_util::StreamExt;
 use idemkey_core::{Claim, ClaimRequest, Error, Record, Result, Scope, StoredResponse, TryClaim};
-use sqlx::{Pool, Row, Sqlite, Transaction};
+use sqlx::{Either, Pool, Row, Sqlite, Transaction};
 
-use crate::Backend;
 use crate::error::{millis, store_error};
 use crate::row::{RecordRow, fenced, into_record};
+use crate::{Backend, Folded};
 
 /// The database clock in milliseconds since the Unix epoch.
 macro_rules! now {
@@ -65,6 +66,20 @@ const INSERT_COMPLETED: &str = concat!(
     "WHERE idemkey_records.expires_at <= ",
     now!(),
     " RETURNING token"
+);
+
+// Commit-time's record and the commit as one command (`insert_completed_and_commit`). A plain
+// insert: any row of the scope, live or expired, stops the command at the insert with a
+// primary-key violation, before `COMMIT`, and the upsert above decides. The closing `BEGIN`
+// opens an empty transaction, because the driver still counts one open and will roll it back.
+const INSERT_COMPLETED_COMMIT: &str = concat!(
+    "INSERT INTO idemkey_records (actor, operation, idem_key, record_id, version, fingerprint, ",
+    "state, token, lease_until, expires_at, created_at, request_id, response) ",
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, 2, 1, NULL, ",
+    now!(),
+    " + ?7, ",
+    now!(),
+    ", ?8, ?9); COMMIT; BEGIN"
 );
 
 const RECLAIM: &str = concat!(
@@ -175,10 +190,55 @@ impl Backend for Sqlite {
         claim_with(conn, request, CLAIM).await
     }
 
+    const FOLDS_COMMIT: bool = true;
+
+    async fn insert_completed_and_commit(
+        tx: &mut Transaction<'static, Self>,
+        request: &ClaimRequest,
+        record_id: idemkey_core::RecordId,
+        response: &StoredResponse,
+    ) -> Folded {
+        let query = scoped(INSERT_COMPLETED_COMMIT, &request.scope)
+            .bind(record_id.as_bytes().as_slice())
+            .bind(request.operation.version())
+            .bind(request.fingerprint.as_bytes().as_slice())
+            .bind(millis(request.retention))
+            .bind(request.request_id.as_deref())
+            .bind(response.encode());
+        // Each statement that ends yields its result: how many ended tells which one failed.
+        let mut ended = 0;
+        let mut results = sqlx::Executor::fetch_many(&mut **tx, query);
+        while let Some(result) = results.next().await {
+            match result {
+                Ok(Either::Left(_)) => ended += 1,
+                Ok(Either::Right(_)) => {}
+                Err(error) => return folded_failure(ended, error),
+            }
+        }
+        Folded::Committed
+    }
+
     crate::statements::fenced_statements!();
 }
 
 crate::statements::claim_with!(Sqlite);
+
+/// What the failure of the `ended + 1`th statement of [`INSERT_COMPLETED_COMMIT`] means.
+fn folded_failure(ended: usize, error: sqlx::Error) -> Folded {
+    match ended {
+        0 if matches!(&error, sqlx::Error::Database(e) if e.is_unique_violation()) => {
+            Folded::Conflict
+        }
+        0 => Folded::InsertFailed(store_error(error)),
+        1 => Folded::CommitFailed(Sqlite::commit_error(error)),
+        // Only the closing `BEGIN` failed: the commit stands, and the connection, which the
+        // driver still counts inside a transaction, is closed rather than reused (`reusable`).
+        _ => {
+            tracing::warn!(%error, "BEGIN after a committed record failed");
+            Folded::Committed
+        }
+    }
+}
 
 fn scoped<'q>(
     sql: &'static str,
