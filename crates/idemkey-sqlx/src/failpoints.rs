@@ -16,7 +16,8 @@ pub enum Point {
     /// Before the response is stored in the record: in atomic mode's transaction, or (lease
     /// mode, [`idemkey_core::Store::complete`]) on the pooled connection that will store it.
     BeforeComplete,
-    /// Atomic mode: before `COMMIT`, after the record is completed (commit-time: inserted).
+    /// Atomic mode: before `COMMIT`, after the record is completed (commit-time: inserted;
+    /// on SQLite without caps, before the one command that inserts it and commits).
     BeforeCommit,
     /// Lease mode: before a claim is given back ([`idemkey_core::Store::release`] or
     /// [`idemkey_core::Store::discard`]), on the pooled connection that will do it.

@@ -48,17 +48,26 @@ const CLAIM: &str = concat!(
     " RETURNING token"
 );
 
+/// The insert of a completed record, without a conflict clause.
+macro_rules! insert_completed {
+    () => {
+        concat!(
+            "INSERT INTO idemkey_records (actor, operation, idem_key, record_id, version, ",
+            "fingerprint, state, token, lease_until, expires_at, created_at, request_id, ",
+            "response) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 2, 1, NULL, ",
+            now!(),
+            " + ?7, ",
+            now!(),
+            ", ?8, ?9)"
+        )
+    };
+}
+
 // Commit-time claim (behaviour §8): the record, already completed, as the transaction's last
 // statement; it replaces only an expired row, and a live row makes it return nothing.
 const INSERT_COMPLETED: &str = concat!(
-    "INSERT INTO idemkey_records (actor, operation, idem_key, record_id, version, fingerprint, ",
-    "state, token, lease_until, expires_at, created_at, request_id, response) ",
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, 2, 1, NULL, ",
-    now!(),
-    " + ?7, ",
-    now!(),
-    ", ?8, ?9) ",
-    "ON CONFLICT (actor, operation, idem_key) DO UPDATE SET record_id = excluded.record_id, ",
+    insert_completed!(),
+    " ON CONFLICT (actor, operation, idem_key) DO UPDATE SET record_id = excluded.record_id, ",
     "version = excluded.version, fingerprint = excluded.fingerprint, state = 2, token = 1, ",
     "lease_until = NULL, expires_at = excluded.expires_at, ",
     "created_at = excluded.created_at, request_id = excluded.request_id, ",
@@ -72,15 +81,7 @@ const INSERT_COMPLETED: &str = concat!(
 // insert: any row of the scope, live or expired, stops the command at the insert with a
 // primary-key violation, before `COMMIT`, and the upsert above decides. The closing `BEGIN`
 // opens an empty transaction, because the driver still counts one open and will roll it back.
-const INSERT_COMPLETED_COMMIT: &str = concat!(
-    "INSERT INTO idemkey_records (actor, operation, idem_key, record_id, version, fingerprint, ",
-    "state, token, lease_until, expires_at, created_at, request_id, response) ",
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, 2, 1, NULL, ",
-    now!(),
-    " + ?7, ",
-    now!(),
-    ", ?8, ?9); COMMIT; BEGIN"
-);
+const INSERT_COMPLETED_COMMIT: &str = concat!(insert_completed!(), "; COMMIT; BEGIN");
 
 const RECLAIM: &str = concat!(
     "UPDATE idemkey_records SET token = token + 1, state = 0, lease_until = ",
