@@ -66,7 +66,9 @@ pub use key::{Key, KeyError, MAX_KEY_LEN};
 pub use memory::{Clock, ManualClock, MemoryStore, SystemClock};
 pub use policy::{ExpiredLease, REJECTION_STATUSES, StatusPolicy, Verdict};
 pub use problem::{Problem, ProblemKind};
-pub use protocol::{Answer, Begin, Decision, begin, decide, previous_attempt_unknown, retry_after};
+pub use protocol::{
+    Answer, Begin, Decision, begin, claim, decide, look, previous_attempt_unknown, retry_after,
+};
 pub use record::{
     Claim, ClaimRequest, DEFAULT_LEASE, DEFAULT_RETENTION, MAX_REQUEST_ID_LEN, Record, RecordId,
     RecordState,

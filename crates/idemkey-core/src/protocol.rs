@@ -81,12 +81,34 @@ pub async fn begin<S: Store>(
     request: &ClaimRequest,
     on_expired: ExpiredLease,
 ) -> Result<Begin> {
+    if let Some(answer) = look(store, request, on_expired).await? {
+        return Ok(answer);
+    }
+    claim(store, request, on_expired).await
+}
+
+/// The first half of [`begin`]: the answer the scope's record gives without a write (a
+/// replay, a mismatch, in flight), if the store looks first and there is one.
+pub async fn look<S: Store>(
+    store: &S,
+    request: &ClaimRequest,
+    on_expired: ExpiredLease,
+) -> Result<Option<Begin>> {
     if store.lookup_first()
         && let Some(record) = store.lookup(&request.scope).await?
         && let Ok(answer) = decide(request, &record, on_expired).into_answer()
     {
-        return Ok(answer.into());
+        return Ok(Some(answer.into()));
     }
+    Ok(None)
+}
+
+/// The second half of [`begin`]: claims the scope, or answers from the record that holds it.
+pub async fn claim<S: Store>(
+    store: &S,
+    request: &ClaimRequest,
+    on_expired: ExpiredLease,
+) -> Result<Begin> {
     for _ in 0..MAX_ROUNDS {
         let record = match store.try_claim(request).await? {
             TryClaim::Claimed(claim) => return Ok(Begin::Execute(claim)),

@@ -12,15 +12,15 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body::Body as HttpBody;
 use idemkey_core::{
-    Begin, BoxError, ClaimRequest, Decision, Error, Problem, ProblemKind, Store, begin, decide,
-    retry_after,
+    Begin, BoxError, ClaimRequest, Decision, Error, Problem, ProblemKind, Store, begin, claim,
+    decide, look, retry_after,
 };
 use tokio::sync::watch;
 use tower::Service;
 
 use crate::execute::execute;
 use crate::observe::{outcome, timed};
-use crate::running::Running;
+use crate::running::{Claiming, Running, Turn};
 use crate::{Config, Prepared, problem_response, replay_response};
 
 /// `Retry-After` of `store-unavailable`.
@@ -57,7 +57,8 @@ where
             Problem::new(ProblemKind::RequestInFlight).retry_after(retry_after(config.lease));
         return Ok(problem_response(&problem));
     }
-    let begun = match begin_or_wait(&store, &prepared.claim, &config, deadline).await {
+    let waited = begin_or_wait((&store, &running), &prepared.claim, &config, deadline).await;
+    let (begun, claiming) = match waited {
         Ok(begun) => begun,
         Err(err) => return Ok(store_error(&err)),
     };
@@ -71,6 +72,8 @@ where
             // then runs out early, which only sends duplicates to the store).
             let asked = Instant::from_std(claim.acquired);
             let executing = running.enter(&prepared.claim, (asked, claim.lease));
+            // Registered: duplicates that waited for this claim now find the execution.
+            drop(claiming);
             let request = prepared.into_request();
             let held = (claim, secret, executing);
             return execute(inner, request, held, store, config).await;
@@ -116,17 +119,22 @@ async fn wait_for_local(mut ended: watch::Receiver<()>, deadline: Option<Instant
 
 /// Runs the decision table; an in-flight answer waits for the original, until `deadline` if
 /// one is configured, by polling the record with a growing backoff until it is no longer in
-/// flight or time is up.
+/// flight or time is up. A granted claim comes with its turn, to drop once the execution is
+/// registered.
 async fn begin_or_wait<St: Store>(
-    store: &St,
+    (store, running): (&St, &Arc<Running>),
     request: &ClaimRequest,
     config: &Config,
     deadline: Option<Instant>,
-) -> Result<Begin, Error> {
-    let mut begun = timed("begin", begin(store, request, config.expired_lease)).await?;
+) -> Result<(Begin, Option<Claiming>), Error> {
+    let (mut begun, claiming) = begin_here((store, running), request, config, deadline).await?;
     let Some(deadline) = deadline else {
-        return Ok(begun);
+        return Ok((begun, claiming));
     };
+    if let Begin::Execute(_) = begun {
+        return Ok((begun, claiming));
+    }
+    drop(claiming);
     let mut poll = FIRST_POLL;
     while let Begin::InFlight { .. } = begun {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -143,7 +151,41 @@ async fn begin_or_wait<St: Store>(
         }
         begun = timed("begin", begin(store, request, config.expired_lease)).await?;
     }
-    Ok(begun)
+    Ok((begun, None))
+}
+
+/// [`begin`], with one claim of a scope at a time in this process (see
+/// [`Running::claiming`]): an exact duplicate that missed its lookup while another request
+/// of this process is claiming waits for that claim's answer. If the claim was granted, the
+/// duplicate is one of a local execution (in flight, or waits for it); otherwise it claims
+/// from the store itself. Nothing is answered on the word of another request but "in
+/// flight", which the store would answer too.
+async fn begin_here<St: Store>(
+    (store, running): (&St, &Arc<Running>),
+    request: &ClaimRequest,
+    config: &Config,
+    deadline: Option<Instant>,
+) -> Result<(Begin, Option<Claiming>), Error> {
+    if let Some(answer) = timed("lookup", look(store, request, config.expired_lease)).await? {
+        return Ok((answer, None));
+    }
+    let claiming = match running.claiming(request) {
+        Turn::First(claiming) => Some(claiming),
+        Turn::Other => None,
+        Turn::After(mut first) => {
+            // Its sender drops once the first's claim is answered (or its request is gone).
+            let _ = first.changed().await;
+            if let Some(here) = running.duplicate(request)
+                && !wait_for_local(here, deadline).await
+            {
+                let retry_after = retry_after(config.lease);
+                return Ok((Begin::InFlight { retry_after }, None));
+            }
+            None
+        }
+    };
+    let begun = timed("claim", claim(store, request, config.expired_lease)).await?;
+    Ok((begun, claiming))
 }
 
 /// A store failure: the request was not executed, unless the outcome is unknown. Only what

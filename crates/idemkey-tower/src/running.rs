@@ -27,6 +27,50 @@ use tokio::time::Instant;
 #[derive(Debug, Default)]
 pub(crate) struct Running {
     scopes: Mutex<HashMap<Scope, Entry>>,
+    /// The scopes a request of this process is claiming from the store right now.
+    claims: Mutex<HashMap<Scope, Claimant>>,
+}
+
+/// A request asking the store for a claim, and what its duplicates must match.
+#[derive(Debug)]
+struct Claimant {
+    fingerprint: Fingerprint,
+    version: String,
+    /// Its sender is dropped when the claim has its answer.
+    answered: watch::Receiver<()>,
+}
+
+/// Whose turn it is to claim a scope in this process (see [`Running::claiming`]).
+pub(crate) enum Turn {
+    /// This request claims; its duplicates wait until the guard drops.
+    First(Claiming),
+    /// An exact duplicate is claiming: `changed` returns (an error) once it has its answer.
+    After(watch::Receiver<()>),
+    /// Another request of the scope (another body) is claiming: the store decides.
+    Other,
+}
+
+/// Registers a request claiming its scope until dropped: after the claim was refused, or,
+/// when it was granted, after the execution is registered with [`Running::enter`], so that
+/// a woken duplicate finds it there.
+#[derive(Debug)]
+pub(crate) struct Claiming {
+    running: Arc<Running>,
+    scope: Scope,
+    own: watch::Receiver<()>,
+    _answered: watch::Sender<()>,
+}
+
+impl Drop for Claiming {
+    fn drop(&mut self) {
+        let mut claims = self.running.claims();
+        let own = claims
+            .get(&self.scope)
+            .is_some_and(|claimant| claimant.answered.same_channel(&self.own));
+        if own {
+            claims.remove(&self.scope);
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -100,6 +144,40 @@ impl Running {
     fn scopes(&self) -> MutexGuard<'_, HashMap<Scope, Entry>> {
         // A panic while the lock was held left the map as it was: go on with it.
         self.scopes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn claims(&self) -> MutexGuard<'_, HashMap<Scope, Claimant>> {
+        self.claims.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes the turn to claim `request`'s scope from the store, or tells whose it is. Only
+    /// one request of a scope asks for the claim at a time here: a storm of duplicates that
+    /// all missed their lookup would otherwise queue for the store's connections behind
+    /// claims the store can only refuse.
+    pub(crate) fn claiming(self: &Arc<Self>, request: &ClaimRequest) -> Turn {
+        let mut claims = self.claims();
+        if let Some(claimant) = claims.get(&request.scope) {
+            let same = claimant.fingerprint == request.fingerprint
+                && claimant.version == request.operation.version();
+            return if same {
+                Turn::After(claimant.answered.clone())
+            } else {
+                Turn::Other
+            };
+        }
+        let (answered, own) = watch::channel(());
+        let claimant = Claimant {
+            fingerprint: request.fingerprint,
+            version: request.operation.version().to_owned(),
+            answered: own.clone(),
+        };
+        claims.insert(request.scope.clone(), claimant);
+        Turn::First(Claiming {
+            running: self.clone(),
+            scope: request.scope.clone(),
+            own,
+            _answered: answered,
+        })
     }
 
     /// Registers the execution of `request`, whose claim was granted a lease of `lease` by a

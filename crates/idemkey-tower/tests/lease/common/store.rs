@@ -1,6 +1,6 @@
 //! A `MemoryStore` that reports its calls and can be told to fail.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
@@ -33,6 +33,11 @@ pub(crate) struct Hooks {
     pub(crate) lost_complete_replies: AtomicUsize,
     /// How many claims were asked of the store.
     pub(crate) claims: AtomicUsize,
+    /// When set, the next claim raises `claim_reached` and waits for `claim_go` before it
+    /// reaches the store.
+    pub(crate) hold_next_claim: AtomicBool,
+    pub(crate) claim_reached: Signal,
+    pub(crate) claim_go: Signal,
     fail: Mutex<Option<Fail>>,
 }
 
@@ -74,6 +79,10 @@ impl Store for TestStore {
 
     async fn try_claim(&self, request: &ClaimRequest) -> Result<TryClaim> {
         self.hooks.claims.fetch_add(1, Ordering::SeqCst);
+        if self.hooks.hold_next_claim.swap(false, Ordering::SeqCst) {
+            self.hooks.claim_reached.raise(1);
+            self.hooks.claim_go.take().await;
+        }
         match self.failure() {
             Some(err) => Err(err),
             None => self.inner.try_claim(request).await,
