@@ -195,11 +195,11 @@ impl<DB: Backend> SqlxStore<DB> {
                     .await?
             }
         };
-        if let (Committed::Yes, Some(turn)) = (&committed, turn) {
-            let claim = request.grant(record_id, 1, Instant::now(), None);
-            turn.settle(&claim, stored);
-        }
         if let Committed::Yes = committed {
+            if let Some(turn) = turn {
+                let claim = request.grant(record_id, 1, Instant::now(), None);
+                turn.settle(&claim, stored);
+            }
             self.remember(&request.scope, &completed(request, record_id, 1, stored));
         }
         Ok(committed)

@@ -5,6 +5,20 @@
 //! (`scoped`, `held`, `token_of`) in scope; [`claim_with!`] likewise gives each backend the
 //! claim's upsert-then-lookup.
 
+/// The insert of a record completed with `$response` under a fresh `$record_id`, its values
+/// bound in the order of the backend's `INSERT_COMPLETED` (the scope, then `?4`..`?9`).
+macro_rules! completed {
+    ($sql:expr, $request:expr, $record_id:expr, $response:expr) => {
+        scoped($sql, &$request.scope)
+            .bind($record_id.as_bytes().as_slice())
+            .bind($request.operation.version())
+            .bind($request.fingerprint.as_bytes().as_slice())
+            .bind(millis($request.retention))
+            .bind($request.request_id.as_deref())
+            .bind($response.encode())
+    };
+}
+
 /// Expands to the `insert_completed`, `reclaim`, `complete`, `release`, `discard`, `extend`,
 /// `forget`, `forget_version`, `sweep`, `actor_usage`
 /// and `load_secret` methods of an `impl Backend` block.
@@ -16,16 +30,11 @@ macro_rules! fenced_statements {
             record_id: idemkey_core::RecordId,
             response: &StoredResponse,
         ) -> Result<bool> {
-            let inserted = scoped(INSERT_COMPLETED, &request.scope)
-                .bind(record_id.as_bytes().as_slice())
-                .bind(request.operation.version())
-                .bind(request.fingerprint.as_bytes().as_slice())
-                .bind(millis(request.retention))
-                .bind(request.request_id.as_deref())
-                .bind(response.encode())
-                .fetch_all(conn)
-                .await
-                .map_err(store_error)?;
+            let inserted =
+                crate::statements::completed!(INSERT_COMPLETED, request, record_id, response)
+                    .fetch_all(conn)
+                    .await
+                    .map_err(store_error)?;
             Ok(!inserted.is_empty())
         }
 
@@ -153,6 +162,7 @@ macro_rules! fenced_statements {
     };
 }
 
+pub(crate) use completed;
 pub(crate) use fenced_statements;
 
 /// Expands to `claim_with(conn, request, sql)` for a backend: the claim upsert (`sql`, binding

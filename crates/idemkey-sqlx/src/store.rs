@@ -123,7 +123,7 @@ impl<DB: Backend> SqlxStore<DB> {
         request: &ClaimRequest,
         stored: Option<&StoredResponse>,
     ) -> Result<()> {
-        if self.caps.is_unlimited() {
+        if !self.has_caps() {
             return Ok(());
         }
         let usage = DB::actor_usage(conn, &request.scope.actor).await?;

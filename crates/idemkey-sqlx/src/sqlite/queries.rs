@@ -201,13 +201,8 @@ impl Backend for Sqlite {
         record_id: idemkey_core::RecordId,
         response: &StoredResponse,
     ) -> Folded {
-        let query = scoped(INSERT_COMPLETED_COMMIT, &request.scope)
-            .bind(record_id.as_bytes().as_slice())
-            .bind(request.operation.version())
-            .bind(request.fingerprint.as_bytes().as_slice())
-            .bind(millis(request.retention))
-            .bind(request.request_id.as_deref())
-            .bind(response.encode());
+        let query =
+            crate::statements::completed!(INSERT_COMPLETED_COMMIT, request, record_id, response);
         // Each statement that ends yields its result: how many ended tells which one failed.
         let mut ended = 0;
         let mut results = sqlx::Executor::fetch_many(&mut **tx, query);

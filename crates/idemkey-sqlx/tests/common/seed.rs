@@ -314,15 +314,17 @@ pub async fn cancelled_request_leaves_no_transaction_open<F: Fixture>() {
 
 /// A failpoint hook that counts the lookups missed (`AfterLookup`) and the claims begun
 /// (`BeforeClaim`), and holds the first request to reach `hold` until released.
-struct Held {
+pub struct Held {
     looked: Arc<AtomicUsize>,
     claims: Arc<AtomicUsize>,
-    reached: Arc<Notify>,
-    release: Arc<Notify>,
+    /// Notified when the held request reaches its point.
+    pub reached: Arc<Notify>,
+    /// Notify once to let it go on.
+    pub release: Arc<Notify>,
 }
 
 impl Held {
-    fn at(hold: Point) -> (Self, idemkey_sqlx::failpoints::Hook) {
+    pub fn at(hold: Point) -> (Self, idemkey_sqlx::failpoints::Hook) {
         let held = Self {
             looked: Arc::default(),
             claims: Arc::default(),

@@ -2,14 +2,12 @@
 //! what each way it can end leaves in the file, and that the writer's connection serves the
 //! next request whatever the ending.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use common::seed::{create_note, request};
+use common::seed::{Held, create_note, request};
 use idemkey_core::{RecordId, StoredResponse};
-use idemkey_sqlx::failpoints::{Hook, Point};
+use idemkey_sqlx::failpoints::Point;
 use idemkey_sqlx::{AtomicError, Backend, Folded, Outcome};
-use tokio::sync::Notify;
 
 use super::*;
 
@@ -50,22 +48,6 @@ fn url(store: &SqliteStore) -> String {
     format!("sqlite://{}", options.get_filename().display())
 }
 
-/// A hook that holds the first request reaching `point` until `go` is notified.
-fn gate(point: Point, reached: Arc<Notify>, go: Arc<Notify>) -> Hook {
-    let first = Arc::new(std::sync::atomic::AtomicBool::new(true));
-    Arc::new(move |at| {
-        let hold = at == point && first.swap(false, std::sync::atomic::Ordering::SeqCst);
-        let (reached, go) = (reached.clone(), go.clone());
-        Box::pin(async move {
-            if hold {
-                reached.notify_one();
-                go.notified().await;
-            }
-            Ok(())
-        })
-    })
-}
-
 /// A record committed by another process between a request's lookup and its insert: the
 /// insert stops at the scope's row, the upsert finds it live, the speculation rolls back
 /// (its note with it) and the request replays the winner.
@@ -73,21 +55,18 @@ fn gate(point: Point, reached: Arc<Notify>, go: Arc<Notify>) -> Hook {
 async fn a_record_committed_after_the_lookup_wins_and_the_speculation_rolls_back() {
     let path = fresh_path();
     let winner = open(&path).await;
-    let (reached, go) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
-    let loser =
-        open(&path)
-            .await
-            .with_failpoints(gate(Point::AfterLookup, reached.clone(), go.clone()));
+    let (held, hook) = Held::at(Point::AfterLookup);
+    let loser = open(&path).await.with_failpoints(hook);
     let req = request("actor-raced", "key-a", "raced");
     let late = {
         let (loser, req) = (loser.clone(), req.clone());
         tokio::spawn(async move { create_note::<CommitTime>(&loser, &req, "raced", 201).await })
     };
-    reached.notified().await;
+    held.reached.notified().await;
     let first = create_note::<CommitTime>(&winner, &req, "raced", 201)
         .await
         .unwrap();
-    go.notify_one();
+    held.release.notify_one();
     let late = late.await.unwrap().unwrap();
     assert!(
         matches!(&late, Outcome::Replayed(r) if *r == first_response(&first)),
