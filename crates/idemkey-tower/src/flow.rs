@@ -48,15 +48,6 @@ where
         Err(err) => return Ok(store_error(&err)),
     };
     let deadline = config.wait_in_flight.map(|bound| Instant::now() + bound);
-    // A duplicate of an execution of this process waits for it here, if it may wait at all.
-    if let Some(running_here) = running.duplicate(&prepared.claim)
-        && !wait_for_local(running_here, deadline).await
-    {
-        outcome("in_flight");
-        let problem =
-            Problem::new(ProblemKind::RequestInFlight).retry_after(retry_after(config.lease));
-        return Ok(problem_response(&problem));
-    }
     let waited = begin_or_wait((&store, &running), &prepared.claim, &config, deadline).await;
     let (begun, claiming) = match waited {
         Ok(begun) => begun,
@@ -103,6 +94,23 @@ async fn secret<St: Store>(store: &St, config: &Config) -> Result<Arc<[u8]>, Err
         Some(secret) => Ok(secret.clone()),
         None => store.secret().await,
     }
+}
+
+/// A duplicate of an execution of this process waits for it here, if it may wait at all: in
+/// flight if the execution runs on past `deadline` (at once without one); `None` when there
+/// is none or it ended, and the store is to be asked.
+async fn in_flight_here(
+    running: &Running,
+    request: &ClaimRequest,
+    config: &Config,
+    deadline: Option<Instant>,
+) -> Option<Begin> {
+    let here = running.duplicate(request)?;
+    if wait_for_local(here, deadline).await {
+        return None;
+    }
+    let retry_after = retry_after(config.lease);
+    Some(Begin::InFlight { retry_after })
 }
 
 /// Waits, until `deadline` if any, for an execution of this process that `request`
@@ -154,7 +162,8 @@ async fn begin_or_wait<St: Store>(
     Ok((begun, None))
 }
 
-/// [`begin`], with one claim of a scope at a time in this process (see
+/// [`begin`], answered here first for a duplicate of a local execution
+/// ([`in_flight_here`]), and with one claim of a scope at a time in this process (see
 /// [`Running::claiming`]): an exact duplicate that missed its lookup while another request
 /// of this process is claiming waits for that claim's answer. If the claim was granted, the
 /// duplicate is one of a local execution (in flight, or waits for it); otherwise it claims
@@ -166,6 +175,9 @@ async fn begin_here<St: Store>(
     config: &Config,
     deadline: Option<Instant>,
 ) -> Result<(Begin, Option<Claiming>), Error> {
+    if let Some(in_flight) = in_flight_here(running, request, config, deadline).await {
+        return Ok((in_flight, None));
+    }
     if let Some(answer) = timed("lookup", look(store, request, config.expired_lease)).await? {
         return Ok((answer, None));
     }
@@ -175,11 +187,8 @@ async fn begin_here<St: Store>(
         Turn::After(mut first) => {
             // Its sender drops once the first's claim is answered (or its request is gone).
             let _ = first.changed().await;
-            if let Some(here) = running.duplicate(request)
-                && !wait_for_local(here, deadline).await
-            {
-                let retry_after = retry_after(config.lease);
-                return Ok((Begin::InFlight { retry_after }, None));
+            if let Some(in_flight) = in_flight_here(running, request, config, deadline).await {
+                return Ok((in_flight, None));
             }
             None
         }

@@ -31,11 +31,31 @@ pub(crate) struct Running {
     claims: Mutex<HashMap<Scope, Claimant>>,
 }
 
+/// What an exact duplicate of a request shares with it: its fingerprint and its operation's
+/// version.
+#[derive(Debug)]
+struct Identity {
+    fingerprint: Fingerprint,
+    version: String,
+}
+
+impl Identity {
+    fn of(request: &ClaimRequest) -> Self {
+        Self {
+            fingerprint: request.fingerprint,
+            version: request.operation.version().to_owned(),
+        }
+    }
+
+    fn matches(&self, request: &ClaimRequest) -> bool {
+        self.fingerprint == request.fingerprint && self.version == request.operation.version()
+    }
+}
+
 /// A request asking the store for a claim, and what its duplicates must match.
 #[derive(Debug)]
 struct Claimant {
-    fingerprint: Fingerprint,
-    version: String,
+    identity: Identity,
     /// Its sender is dropped when the claim has its answer.
     answered: watch::Receiver<()>,
 }
@@ -57,8 +77,8 @@ pub(crate) enum Turn {
 pub(crate) struct Claiming {
     running: Arc<Running>,
     scope: Scope,
-    own: watch::Receiver<()>,
-    _answered: watch::Sender<()>,
+    /// Dropped with the guard, which wakes the duplicates waiting for this claim.
+    answered: watch::Sender<()>,
 }
 
 impl Drop for Claiming {
@@ -66,7 +86,7 @@ impl Drop for Claiming {
         let mut claims = self.running.claims();
         let own = claims
             .get(&self.scope)
-            .is_some_and(|claimant| claimant.answered.same_channel(&self.own));
+            .is_some_and(|claimant| claimant.answered.same_channel(&self.answered.subscribe()));
         if own {
             claims.remove(&self.scope);
         }
@@ -75,8 +95,7 @@ impl Drop for Claiming {
 
 #[derive(Debug)]
 struct Entry {
-    fingerprint: Fingerprint,
-    version: String,
+    identity: Identity,
     lease: Arc<LeaseMark>,
     /// Dropped when the execution ends, which wakes every waiting duplicate.
     ended: watch::Sender<()>,
@@ -157,26 +176,22 @@ impl Running {
     pub(crate) fn claiming(self: &Arc<Self>, request: &ClaimRequest) -> Turn {
         let mut claims = self.claims();
         if let Some(claimant) = claims.get(&request.scope) {
-            let same = claimant.fingerprint == request.fingerprint
-                && claimant.version == request.operation.version();
-            return if same {
+            return if claimant.identity.matches(request) {
                 Turn::After(claimant.answered.clone())
             } else {
                 Turn::Other
             };
         }
-        let (answered, own) = watch::channel(());
+        let (answered, receiver) = watch::channel(());
         let claimant = Claimant {
-            fingerprint: request.fingerprint,
-            version: request.operation.version().to_owned(),
-            answered: own.clone(),
+            identity: Identity::of(request),
+            answered: receiver,
         };
         claims.insert(request.scope.clone(), claimant);
         Turn::First(Claiming {
             running: self.clone(),
             scope: request.scope.clone(),
-            own,
-            _answered: answered,
+            answered,
         })
     }
 
@@ -190,8 +205,7 @@ impl Running {
         let (ended, receiver) = watch::channel(());
         let mark = Arc::new(LeaseMark::new(asked, lease));
         let entry = Entry {
-            fingerprint: request.fingerprint,
-            version: request.operation.version().to_owned(),
+            identity: Identity::of(request),
             lease: mark.clone(),
             ended,
         };
@@ -219,9 +233,7 @@ impl Running {
     pub(crate) fn duplicate(&self, request: &ClaimRequest) -> Option<watch::Receiver<()>> {
         let scopes = self.scopes();
         let entry = scopes.get(&request.scope)?;
-        let same = entry.fingerprint == request.fingerprint
-            && entry.version == request.operation.version();
-        (same && entry.lease.live()).then(|| entry.ended.subscribe())
+        (entry.identity.matches(request) && entry.lease.live()).then(|| entry.ended.subscribe())
     }
 }
 
