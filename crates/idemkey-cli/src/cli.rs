@@ -152,6 +152,11 @@ pub(crate) struct ServeArgs {
     /// its replay.
     #[arg(long, env = "IDEMKEY_NO_LOOKUP", hide_short_help = true)]
     pub(crate) no_lookup: bool,
+    /// Advanced (lease mode, records in the notes' database): complete the record in a
+    /// transaction of its own after the note's, instead of as its last statement. One
+    /// commit more; kept for comparison.
+    #[arg(long, env = "IDEMKEY_SEPARATE_COMPLETION", hide_short_help = true)]
+    pub(crate) separate_completion: bool,
     /// Keep completed records in memory for this long (e.g. `1s`), so replays of a hot key
     /// skip the database (at most 64 MiB). Off by default: a `forget` by another process,
     /// and a record's expiry, reach this instance only after this long.

@@ -79,6 +79,7 @@ fn config(args: &ServeArgs) -> anyhow::Result<NotesConfig> {
         metrics: Some(Arc::new(move || handle.render())),
         strategy: args.strategy,
         lookup_first: !args.no_lookup,
+        separate_completion: args.separate_completion,
         ..NotesConfig::default()
     })
 }

@@ -14,7 +14,8 @@ pub enum Mode {
     /// The record commits in the same transaction as the note (the default).
     #[default]
     Atomic,
-    /// A claim with a lease, the note written on its own, the response stored afterwards.
+    /// A claim with a lease, committed first; the note and the stored response then commit
+    /// together (or, with records elsewhere, the response is stored afterwards).
     Lease,
 }
 
@@ -69,6 +70,11 @@ pub struct NotesConfig {
     /// Whether atomic mode looks the record up before its write transaction. Defaults to
     /// true.
     pub lookup_first: bool,
+    /// Lease mode with the records in the notes' database: whether the record completes in
+    /// a transaction of its own after the note's, rather than as the note's transaction's
+    /// last statement. Defaults to false (one commit less, and never a note without its
+    /// record).
+    pub separate_completion: bool,
 }
 
 impl Default for NotesConfig {
@@ -84,6 +90,7 @@ impl Default for NotesConfig {
             executions: Executions::new(),
             strategy: Strategy::CommitTime,
             lookup_first: true,
+            separate_completion: false,
         }
     }
 }

@@ -3,15 +3,18 @@
 use std::time::SystemTime;
 
 use axum::Extension;
+use axum::extract::FromRequestParts;
 use axum::extract::State;
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use idemkey_core::DerivedKeys;
 use idemkey_core::fingerprint::is_json_media_type;
+use idemkey_core::{Claim, DerivedKeys};
 use idemkey_tower::Actor;
 use idemkey_tower::atomic::Tx;
 use serde::Deserialize;
+use sqlx::pool::PoolConnection;
 
 use crate::db::{Note, NotesDb};
 use crate::{AppState, problems};
@@ -75,7 +78,63 @@ fn created(note: &Note) -> Response {
         .into_response()
 }
 
-/// Lease mode: the note is written on its own; the layer stores the response afterwards.
+/// Lease mode, with the records in the notes' database: the note is written on the layer's
+/// transaction, which commits with the stored response (after the claim committed).
+///
+/// The note's id is derived from the record and inserted once, as in [`create_lease`]: a
+/// re-execution normally finds no note (the first execution's rolled back with its
+/// completion), but an instance that completes separately may share the database.
+pub(crate) async fn create_lease_tx<DB: NotesDb>(
+    Extension(actor): Extension<Actor>,
+    keys: Option<Extension<DerivedKeys>>,
+    mut writer: LeaseWriter<DB>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let note = match lease_note(keys, &headers, &body) {
+        Ok(note) => note,
+        Err(rejection) => return rejection,
+    };
+    match DB::insert_note_once(writer.conn(), actor.as_str(), &note).await {
+        Ok(stored) => created(&stored),
+        Err(error) => problems::internal(&error),
+    }
+}
+
+/// Where lease mode's create writes: a keyed request on the layer's transaction, which
+/// completes its record; one without a key on the store's writer, one autocommitted
+/// statement, as it would without the layer.
+pub(crate) enum LeaseWriter<DB: NotesDb> {
+    Tx(Tx<DB>),
+    Conn(PoolConnection<DB>),
+}
+
+impl<DB: NotesDb> LeaseWriter<DB> {
+    fn conn(&mut self) -> &mut DB::Connection {
+        match self {
+            Self::Tx(tx) => tx,
+            Self::Conn(conn) => conn,
+        }
+    }
+}
+
+impl<DB: NotesDb> FromRequestParts<AppState<DB>> for LeaseWriter<DB> {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState<DB>) -> Result<Self, Response> {
+        // The layer puts a claim in the extensions of the requests it records, only.
+        if parts.extensions.get::<Claim>().is_some() {
+            return Tx::from_request_parts(parts, state).await.map(Self::Tx);
+        }
+        match state.store.write_conn().await {
+            Ok(conn) => Ok(Self::Conn(conn)),
+            Err(error) => Err(problems::unavailable(&error)),
+        }
+    }
+}
+
+/// Lease mode with the records elsewhere (Redis, `--records-url`): the note is written on
+/// its own; the layer stores the response afterwards.
 ///
 /// The handler may run again for the same record (after a crash, a lease takeover or a
 /// release, behaviour §8a), so the note's id is derived from the record and the insert
@@ -87,13 +146,10 @@ pub(crate) async fn create_lease<DB: NotesDb>(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let mut note = match validate(&headers, &body) {
+    let note = match lease_note(keys, &headers, &body) {
         Ok(note) => note,
         Err(rejection) => return rejection,
     };
-    if let Some(Extension(keys)) = keys {
-        note.id = derived_id(&keys);
-    }
     let mut conn = match state.store.write_conn().await {
         Ok(conn) => conn,
         Err(error) => return problems::unavailable(&error),
@@ -102,6 +158,20 @@ pub(crate) async fn create_lease<DB: NotesDb>(
         Ok(stored) => created(&stored),
         Err(error) => problems::internal(&error),
     }
+}
+
+/// The validated note, its id derived from the record's keys when the request has a key.
+#[allow(clippy::result_large_err)]
+fn lease_note(
+    keys: Option<Extension<DerivedKeys>>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Note, Response> {
+    let mut note = validate(headers, body)?;
+    if let Some(Extension(keys)) = keys {
+        note.id = derived_id(&keys);
+    }
+    Ok(note)
 }
 
 /// The note id of a record: a UUID (version 8) from the record's derived key `note`.

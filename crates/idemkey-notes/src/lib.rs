@@ -35,7 +35,7 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, get, post};
 use axum::{Json, Router, middleware};
 use idemkey_core::{Operation, Store};
 use idemkey_sqlx::SqlxStore;
@@ -97,8 +97,25 @@ pub fn idempotency_config(config: &NotesConfig) -> Config {
 
 /// The service's router, on a migrated store (idemkey's records and the `notes` table).
 pub fn router<DB: NotesDb>(store: SqlxStore<DB>, config: NotesConfig) -> Router {
-    let records = store.clone();
-    build(store, records, config)
+    let idempotency = idempotency_config(&config);
+    let executions = config.executions.clone();
+    let create = match config.mode {
+        Mode::Lease if config.separate_completion => {
+            return router_with_records(store.clone(), store, config);
+        }
+        Mode::Lease => post(create::create_lease_tx::<DB>).layer(
+            IdempotencyLayer::with_config(store.clone(), idempotency)
+                .with_executions(executions)
+                .transactional(),
+        ),
+        Mode::Atomic => post(create::create_atomic::<DB>).layer(
+            AtomicIdempotencyLayer::with_config(store.clone(), idempotency)
+                .with_executions(executions)
+                .strategy(config.strategy)
+                .lookup_first(config.lookup_first),
+        ),
+    };
+    build(store, create, config)
 }
 
 /// The service's router in lease mode, whatever `config.mode` says, with the idempotency
@@ -111,28 +128,23 @@ pub fn router_with_records<DB: NotesDb, S: Store>(
     mut config: NotesConfig,
 ) -> Router {
     config.mode = Mode::Lease;
-    build(store, records, config)
+    let layer = IdempotencyLayer::with_config(records, idempotency_config(&config))
+        .with_executions(config.executions.clone());
+    build(store, post(create::create_lease::<DB>).layer(layer), config)
 }
 
-fn build<DB: NotesDb, S: Store>(store: SqlxStore<DB>, records: S, config: NotesConfig) -> Router {
-    let idempotency = idempotency_config(&config);
+/// The routes around `create`, the `POST /v1/notes` of the configured mode.
+fn build<DB: NotesDb>(
+    store: SqlxStore<DB>,
+    create: MethodRouter<AppState<DB>>,
+    config: NotesConfig,
+) -> Router {
     let tokens = auth::Tokens::new(&config.tokens);
     let state = AppState(Arc::new(Shared {
         pool: store.pool().clone(),
-        store: store.clone(),
+        store,
         config,
     }));
-    let executions = state.config.executions.clone();
-    let create = match state.config.mode {
-        Mode::Lease => post(create::create_lease::<DB>)
-            .layer(IdempotencyLayer::with_config(records, idempotency).with_executions(executions)),
-        Mode::Atomic => post(create::create_atomic::<DB>).layer(
-            AtomicIdempotencyLayer::with_config(store, idempotency)
-                .with_executions(executions)
-                .strategy(state.config.strategy)
-                .lookup_first(state.config.lookup_first),
-        ),
-    };
     let v1 = Router::new()
         .route("/v1/notes", create.get(read::list_notes::<DB>))
         .route("/v1/notes/{id}", get(read::get_note::<DB>))

@@ -10,7 +10,8 @@ use futures_util::FutureExt;
 use http::{Request, Response};
 use http_body::Body as HttpBody;
 use idemkey_core::{
-    BoxError, Claim, DerivedKeys, Error, Problem, RecordState, Store, StoredResponse, Verdict,
+    BoxError, Claim, DerivedKeys, Error, Problem, ProblemKind, RecordState, Store, StoredResponse,
+    Verdict, retry_after,
 };
 use tower::Service;
 
@@ -18,6 +19,7 @@ use crate::heartbeat::Heartbeat;
 use crate::observe::{outcome, timed};
 use crate::policy::judge;
 use crate::running::Executing;
+use crate::transactions::{MaybeTransactions, Offered};
 use crate::{Config, problem_response, split_response};
 
 /// How many times completing a record is tried before giving up (§10).
@@ -35,7 +37,8 @@ enum Settle {
 }
 
 /// Runs `inner` on `request` under `claim`, with derived keys from `secret`, then stores or
-/// releases by the status policy.
+/// releases by the status policy: in the handler's transaction if `transactions` offered
+/// one and the handler began it, else in the store.
 ///
 /// Must run in a task of its own: once the handler has begun, it finishes even if the client
 /// goes away (§6).
@@ -43,7 +46,7 @@ pub(crate) async fn execute<S, St, ResBody>(
     mut inner: S,
     mut request: Request<Body>,
     (claim, secret, mut executing): (Claim, Arc<[u8]>, Executing),
-    store: St,
+    (store, transactions): (St, &MaybeTransactions),
     config: Arc<Config>,
 ) -> Result<Response<Body>, S::Error>
 where
@@ -55,6 +58,8 @@ where
     let extensions = request.extensions_mut();
     extensions.insert(DerivedKeys::new(secret, claim.record_id));
     extensions.insert(claim.clone());
+    let offered = transactions.offer(extensions);
+    let granted = claim.clone();
     let heartbeat = Heartbeat::start(
         store.clone(),
         claim,
@@ -77,20 +82,89 @@ where
             (Ok(problem_response(&handler_failed())), Settle::Release)
         }
     };
-    let claim = heartbeat.stop().await;
+    // Stopped before the handler's transaction commits: on SQLite a renewal waits for the
+    // writer that transaction holds, so it is awaited only after.
+    let stopping = heartbeat.stop();
     executing.settling();
+    if let Some(offered) = offered {
+        let replaced = settle_in_tx(offered, (&store, &granted), settle, config.lease).await;
+        stopping.await;
+        return match replaced {
+            Some(problem) => Ok(problem_response(&problem)),
+            None => result,
+        };
+    }
+    let claim = stopping.await;
+    settle_in_store(&store, &claim, settle).await;
+    result
+}
+
+/// Stores, releases or discards in the store's own transactions.
+async fn settle_in_store<St: Store>(store: &St, claim: &Claim, settle: Settle) {
     match settle {
-        Settle::Store(stored) => complete(&store, &claim, &stored).await,
-        Settle::Release => release(&store, &claim, false).await,
-        Settle::Discard if claim.fresh => release(&store, &claim, true).await,
+        Settle::Store(stored) => complete(store, claim, &stored).await,
+        Settle::Release => release(store, claim, false).await,
+        Settle::Discard if claim.fresh => release(store, claim, true).await,
         Settle::Discard => {
             tracing::info!(
                 "nothing done, but an earlier attempt may have been: keeping the record"
             );
-            release(&store, &claim, false).await;
+            release(store, claim, false).await;
         }
     }
-    result
+}
+
+/// Settles an execution whose handler was offered a transaction: a stored response is the
+/// transaction's last statement, anything else rolls it back before the store releases.
+/// `Some` problem replaces the handler's answer when what it wrote did not commit.
+async fn settle_in_tx<St: Store>(
+    offered: Box<dyn Offered>,
+    (store, claim): (&St, &Claim),
+    settle: Settle,
+    lease: Duration,
+) -> Option<Problem> {
+    let Settle::Store(stored) = settle else {
+        if let Err(error) = offered.finish(false).await {
+            tracing::error!(%error, "the handler kept its transaction past its answer");
+        }
+        settle_in_store(store, claim, settle).await;
+        return None;
+    };
+    match timed("complete", offered.complete(claim, &stored)).await {
+        None => complete(store, claim, &stored).await,
+        Some(Ok(())) => outcome("executed"),
+        Some(Err(Error::Fenced)) => {
+            tracing::error!("lease lost before completion: what the handler wrote rolled back");
+            outcome("lease_lost");
+            let problem = Problem::new(ProblemKind::RequestInFlight)
+                .detail("another execution holds this request now; retry with the same key")
+                .retry_after(retry_after(lease));
+            return Some(problem);
+        }
+        Some(Err(error)) => return Some(not_committed(store, claim, &error).await),
+    }
+    None
+}
+
+/// The answer when the handler's transaction did not commit with its record. Rolled back,
+/// the claim is released for a retry (kept, not discarded: external calls may have been
+/// made under its derived keys). A lost commit reply leaves the record to its lease: it
+/// may have committed, completed.
+async fn not_committed<St: Store>(store: &St, claim: &Claim, error: &Error) -> Problem {
+    if let Error::OutcomeUnknown(_) = error {
+        tracing::error!(%error, "the outcome of the handler's transaction is unknown");
+        outcome("outcome_unknown");
+        return Problem::new(ProblemKind::OutcomeUnknown);
+    }
+    tracing::error!(%error, "the handler's transaction did not commit; releasing the claim");
+    release(store, claim, false).await;
+    let detail = "what the handler wrote was rolled back; retry with the same key";
+    match error {
+        Error::Unavailable(_) | Error::Contention => Problem::new(ProblemKind::StoreUnavailable)
+            .detail(detail)
+            .retry_after(Duration::from_secs(1)),
+        _ => Problem::custom("store-failed", "The idempotency store failed", 500).detail(detail),
+    }
 }
 
 /// The problem answered when the handler panicked or its body could not be read.

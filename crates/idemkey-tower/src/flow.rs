@@ -21,6 +21,7 @@ use tower::Service;
 use crate::execute::execute;
 use crate::observe::{outcome, timed};
 use crate::running::{Claiming, Running, Turn};
+use crate::transactions::MaybeTransactions;
 use crate::{Config, Prepared, problem_response, replay_response};
 
 /// `Retry-After` of `store-unavailable`.
@@ -29,11 +30,12 @@ const FIRST_POLL: Duration = Duration::from_millis(10);
 const MAX_POLL: Duration = Duration::from_millis(250);
 
 /// Decides what a prepared request gets, and executes it if it holds the claim. `running`
-/// answers the duplicates of what this process is executing without asking the store.
+/// answers the duplicates of what this process is executing without asking the store;
+/// `transactions` offers the handler a transaction that completes the record.
 pub(crate) async fn run<S, St, ResBody>(
     inner: S,
     prepared: Prepared,
-    (store, running): (St, Arc<Running>),
+    (store, running, transactions): (St, Arc<Running>, MaybeTransactions),
     config: Arc<Config>,
 ) -> Result<Response<Body>, S::Error>
 where
@@ -67,7 +69,7 @@ where
             drop(claiming);
             let request = prepared.into_request();
             let held = (claim, secret, executing);
-            return execute(inner, request, held, store, config).await;
+            return execute(inner, request, held, (store, &transactions), config).await;
         }
         Begin::Replay(stored) => {
             outcome("replayed");

@@ -38,11 +38,13 @@ impl Heartbeat {
         }
     }
 
-    /// Stops renewing and returns the claim as last extended.
-    pub(crate) async fn stop(self) -> Claim {
+    /// Stops renewing at once; the future returns the claim as last extended, once a
+    /// renewal under way has ended.
+    pub(crate) fn stop(self) -> impl Future<Output = Claim> + Send {
         // The task may have ended already (lease lost); then nobody listens, which is fine.
         let _ = self.stop.send(());
-        self.task.await.unwrap_or(self.granted)
+        let Self { task, granted, .. } = self;
+        async move { task.await.unwrap_or(granted) }
     }
 }
 
@@ -66,6 +68,9 @@ async fn beat<St: Store>(
         let sent = Instant::now();
         match timed("extend", store.extend(&mut claim)).await {
             Ok(()) => mark.renewed(sent),
+            // A renewal that waited for the writer while the handler's transaction completed
+            // the record: stopped, not lost.
+            Err(Error::Fenced) if stopped.try_recv().is_ok() => return claim,
             Err(Error::Fenced) => {
                 tracing::error!(
                     "lease lost: another executor took over this record; \

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use tower::Layer;
 
 use crate::running::Running;
+use crate::transactions::MaybeTransactions;
 use crate::{Config, Executions, Idempotency};
 
 /// Layer that applies the [`Idempotency`] middleware, in lease mode, with one store and
@@ -14,11 +15,14 @@ use crate::{Config, Executions, Idempotency};
 /// inside any compression layer (so stored bodies are uncompressed).
 #[derive(Clone, Debug)]
 pub struct IdempotencyLayer<St> {
-    store: St,
+    pub(crate) store: St,
     config: Arc<Config>,
     executions: Executions,
     /// What the services of this layer are executing, shared by all of them.
     running: Arc<Running>,
+    /// Whether handlers are offered a transaction that completes the record
+    /// (`transactional`, feature `sqlx`).
+    pub(crate) transactions: MaybeTransactions,
 }
 
 impl<St> IdempotencyLayer<St> {
@@ -34,6 +38,7 @@ impl<St> IdempotencyLayer<St> {
             config: Arc::new(config),
             executions: Executions::new(),
             running: Arc::default(),
+            transactions: MaybeTransactions::default(),
         }
     }
 
@@ -65,5 +70,6 @@ impl<S, St: Clone> Layer<S> for IdempotencyLayer<St> {
             self.config.clone(),
             (self.executions.clone(), self.running.clone()),
         )
+        .with_transactions(self.transactions.clone())
     }
 }

@@ -94,6 +94,7 @@ mod running;
 mod select;
 mod service;
 mod sweeper;
+mod transactions;
 
 pub use actor::{ActorExtension, MakeActor};
 pub use config::Config;

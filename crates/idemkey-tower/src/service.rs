@@ -8,12 +8,14 @@ use axum::body::Body;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body::Body as HttpBody;
-use idemkey_core::{BoxError, Problem, Store};
+use idemkey_core::{BoxError, Problem, Store, Verdict};
 use tower::Service;
 use tracing::{Instrument, Span, field};
 
 use crate::observe::outcome;
+use crate::policy::judge;
 use crate::running::Running;
+use crate::transactions::MaybeTransactions;
 use crate::{Config, Executions, Preparation, ResponseFuture, flow, prepare, problem_response};
 
 /// Middleware that makes requests carrying an `Idempotency-Key` idempotent, in lease mode.
@@ -31,6 +33,7 @@ pub struct Idempotency<S, St> {
     config: Arc<Config>,
     executions: Executions,
     running: Arc<Running>,
+    transactions: MaybeTransactions,
 }
 
 impl<S, St> Idempotency<S, St> {
@@ -53,7 +56,14 @@ impl<S, St> Idempotency<S, St> {
             config,
             executions,
             running,
+            transactions: MaybeTransactions::default(),
         }
+    }
+
+    /// The same service, offering its handlers `transactions`.
+    pub(crate) fn with_transactions(mut self, transactions: MaybeTransactions) -> Self {
+        self.transactions = transactions;
+        self
     }
 }
 
@@ -97,6 +107,7 @@ where
             config: self.config.clone(),
             executions: self.executions.clone(),
             running: self.running.clone(),
+            transactions: self.transactions.clone(),
         };
         let handled = handle(inner, shared, request);
         ResponseFuture::new(handled.instrument(span))
@@ -109,6 +120,7 @@ struct Shared<St> {
     config: Arc<Config>,
     executions: Executions,
     running: Arc<Running>,
+    transactions: MaybeTransactions,
 }
 
 async fn handle<S, St, ReqBody, ResBody>(
@@ -131,9 +143,14 @@ where
         config,
         executions,
         running,
+        transactions,
     } = shared;
     let prepared = match prepare(request, &config).await {
         Preparation::Ready(prepared) => *prepared,
+        Preparation::Unrecorded(request) if transactions.0.is_some() => {
+            let unrecorded = unrecorded(inner, request.map(Body::new), transactions, config);
+            return joined(executions.spawn(unrecorded.in_current_span()).await);
+        }
         Preparation::PassThrough(request) | Preparation::Unrecorded(request) => {
             let response = inner.call(request.map(Body::new)).await?;
             return Ok(response.map(Body::new));
@@ -148,14 +165,49 @@ where
     span.record("key", prepared.claim.scope.key.short_hash());
     // From the claim on, the work belongs to a task of its own: a dropped response future
     // (client gone, timeout layer) must not abandon a claim or a handler half-way (§6).
-    let flow = flow::run(inner, prepared, (store, running), config);
-    let task = executions.spawn(flow.in_current_span());
-    match task.await {
-        Ok(result) => result,
-        Err(err) => {
-            tracing::error!(error = %err, "the idempotency task failed");
-            let problem = Problem::custom("handler-failed", "The request handler failed", 500);
-            Ok(problem_response(&problem))
+    let flow = flow::run(inner, prepared, (store, running, transactions), config);
+    joined(executions.spawn(flow.in_current_span()).await)
+}
+
+/// The answer of a task of its own: a panic is `handler-failed`.
+fn joined<E>(
+    task: Result<Result<Response<Body>, E>, tokio::task::JoinError>,
+) -> Result<Response<Body>, E> {
+    task.unwrap_or_else(|err| {
+        tracing::error!(error = %err, "the idempotency task failed");
+        let problem = Problem::custom("handler-failed", "The request handler failed", 500);
+        Ok(problem_response(&problem))
+    })
+}
+
+/// A request without a key on a transactional route: the handler's transaction, if it
+/// began one, commits when the policy would have stored its answer, and rolls back
+/// otherwise. Only a failed commit replaces the handler's answer.
+async fn unrecorded<S, ResBody>(
+    mut inner: S,
+    mut request: Request<Body>,
+    transactions: MaybeTransactions,
+    config: Arc<Config>,
+) -> Result<Response<Body>, S::Error>
+where
+    S: Service<Request<Body>, Response = Response<ResBody>>,
+    ResBody: HttpBody<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    let offered = transactions.offer(request.extensions_mut());
+    let answered = inner.call(request).await;
+    let (keep, answered) = match answered {
+        Ok(response) => {
+            let (verdict, response) = judge(config.status_policy.as_ref(), response);
+            (verdict == Verdict::Store, Ok(response.map(Body::new)))
         }
+        Err(err) => (false, Err(err)),
+    };
+    let Some(offered) = offered else {
+        return answered;
+    };
+    match offered.finish(keep).await {
+        Ok(()) => answered,
+        Err(err) => Ok(flow::store_error(&err)),
     }
 }

@@ -83,6 +83,10 @@ pub(crate) struct BenchArgs {
     /// The service the bench starts skips atomic mode's lookup before the write transaction.
     #[arg(long)]
     pub(crate) no_lookup: bool,
+    /// The service the bench starts completes lease-mode records in a transaction of their
+    /// own (`idemkey serve --separate-completion`).
+    #[arg(long)]
+    pub(crate) separate_completion: bool,
     /// The service the bench starts keeps completed records in memory this long
     /// (`idemkey serve --replay-cache`), e.g. `1s`.
     #[arg(long, value_name = "TTL")]

@@ -272,6 +272,9 @@ fn serve_flags(args: &BenchArgs) -> Vec<String> {
     if args.no_lookup {
         flags.push("--no-lookup".to_owned());
     }
+    if args.separate_completion {
+        flags.push("--separate-completion".to_owned());
+    }
     if let Some(ttl) = &args.replay_cache {
         flags.extend(["--replay-cache".to_owned(), ttl.clone()]);
     }

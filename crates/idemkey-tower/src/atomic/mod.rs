@@ -36,6 +36,7 @@
 
 mod handler;
 mod layer;
+mod lease;
 mod service;
 mod tx;
 

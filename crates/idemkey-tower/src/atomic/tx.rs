@@ -1,4 +1,4 @@
-//! [`Tx`]: the extractor that hands the handler the claim's transaction.
+//! [`Tx`]: the extractor that hands the handler the request's transaction.
 
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -7,13 +7,33 @@ use axum::extract::FromRequestParts;
 use axum::response::{IntoResponse, Response};
 use http::request::Parts;
 use idemkey_core::Problem;
-use idemkey_sqlx::Backend;
+use idemkey_sqlx::{Backend, SqlxStore};
 use sqlx::Transaction;
 
+use crate::flow::store_error;
 use crate::problem_response;
 
-/// Where the claim's transaction waits while the handler may borrow it.
-pub(crate) struct TxSlot<DB: Backend>(Arc<Mutex<Option<Transaction<'static, DB>>>>);
+/// Where the request's transaction waits while the handler may borrow it.
+pub(crate) struct TxSlot<DB: Backend>(Arc<Mutex<Slot<DB>>>);
+
+struct Slot<DB: Backend> {
+    tx: Option<Transaction<'static, DB>>,
+    /// Lease mode: the store the handler's transaction begins on, at its first extraction,
+    /// so that a handler that writes nothing opens none.
+    source: Option<SqlxStore<DB>>,
+    /// Whether a transaction was begun from `source`.
+    begun: bool,
+}
+
+/// What the handler left in the slot once it answered.
+pub(crate) enum Returned<DB: Backend> {
+    /// It never began a transaction (lease mode only).
+    Never,
+    /// Its transaction, back.
+    Back(Transaction<'static, DB>),
+    /// It still holds its transaction (kept past its answer) or lost it.
+    Held,
+}
 
 impl<DB: Backend> Clone for TxSlot<DB> {
     fn clone(&self) -> Self {
@@ -22,11 +42,29 @@ impl<DB: Backend> Clone for TxSlot<DB> {
 }
 
 impl<DB: Backend> TxSlot<DB> {
+    /// A slot holding atomic mode's open transaction.
     pub(crate) fn new(tx: Transaction<'static, DB>) -> Self {
-        Self(Arc::new(Mutex::new(Some(tx))))
+        Self::with(Slot {
+            tx: Some(tx),
+            source: None,
+            begun: true,
+        })
     }
 
-    fn lock(&self) -> MutexGuard<'_, Option<Transaction<'static, DB>>> {
+    /// A slot whose transaction begins on `store` when the handler first takes it.
+    pub(crate) fn lazy(store: SqlxStore<DB>) -> Self {
+        Self::with(Slot {
+            tx: None,
+            source: Some(store),
+            begun: false,
+        })
+    }
+
+    fn with(slot: Slot<DB>) -> Self {
+        Self(Arc::new(Mutex::new(slot)))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Slot<DB>> {
         // Only whole-value moves happen under the lock, so a poisoned slot is still sound.
         self.0
             .lock()
@@ -35,12 +73,51 @@ impl<DB: Backend> TxSlot<DB> {
 
     /// Takes the transaction back; `None` if the handler still holds or lost it.
     pub(crate) fn take(&self) -> Option<Transaction<'static, DB>> {
-        self.lock().take()
+        self.lock().tx.take()
+    }
+
+    /// Takes back what the handler left, telling a transaction never begun from one held.
+    pub(crate) fn returned(&self) -> Returned<DB> {
+        let mut slot = self.lock();
+        match slot.tx.take() {
+            Some(tx) => Returned::Back(tx),
+            None if slot.begun => Returned::Held,
+            None => Returned::Never,
+        }
+    }
+
+    /// The open transaction, or one begun from the lazy source; the rejection otherwise.
+    async fn check_out(&self) -> Result<Transaction<'static, DB>, Response> {
+        let source = {
+            let mut slot = self.lock();
+            if let Some(tx) = slot.tx.take() {
+                return Ok(tx);
+            }
+            if slot.begun {
+                return Err(no_transaction());
+            }
+            let Some(store) = slot.source.clone() else {
+                return Err(no_transaction());
+            };
+            slot.begun = true;
+            store
+        };
+        source.begin_write().await.map_err(|error| {
+            // Nothing was begun: the layer must not look for a transaction to commit.
+            self.lock().begun = false;
+            store_error(&error).into_response()
+        })
     }
 }
 
-/// The request's transaction in atomic mode: the claim is already made in it, and the layer
-/// stores the response in it and commits once the handler has answered.
+/// The request's transaction: the handler writes on it, and the layer stores the response
+/// in it and commits once the handler has answered.
+///
+/// In atomic mode ([`super::AtomicIdempotencyLayer`]) the claim is already made in it. In
+/// lease mode with [`IdempotencyLayer::transactional`](crate::IdempotencyLayer::transactional)
+/// it begins when the handler takes it, after the claim committed, and the record's
+/// completion is its last statement: what the handler wrote commits with the stored
+/// response, or not at all.
 ///
 /// Dereferences to the connection, as a `sqlx::Transaction` does: write with
 /// `query.execute(&mut *tx)`. Use only this transaction: a second pooled connection would
@@ -72,7 +149,7 @@ impl<DB: Backend> DerefMut for Tx<DB> {
 
 impl<DB: Backend> Drop for Tx<DB> {
     fn drop(&mut self) {
-        *self.slot.lock() = self.tx.take();
+        self.slot.lock().tx = self.tx.take();
     }
 }
 
@@ -80,17 +157,20 @@ impl<S: Sync, DB: Backend> FromRequestParts<S> for Tx<DB> {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Response> {
-        let slot = parts.extensions.get::<TxSlot<DB>>().cloned();
-        let tx = slot.as_ref().and_then(TxSlot::take);
-        match (tx, slot) {
-            (Some(tx), Some(slot)) => Ok(Self { tx: Some(tx), slot }),
-            _ => Err(no_transaction()),
-        }
+        let slot = parts
+            .extensions
+            .get::<TxSlot<DB>>()
+            .cloned()
+            .ok_or_else(no_transaction)?;
+        let tx = slot.check_out().await?;
+        Ok(Self { tx: Some(tx), slot })
     }
 }
 
 fn no_transaction() -> Response {
-    let problem = Problem::custom("no-transaction", "No transaction for this request", 500)
-        .detail("the handler needs AtomicIdempotencyLayer on its route, and takes Tx once");
+    let problem = Problem::custom("no-transaction", "No transaction for this request", 500).detail(
+        "the handler needs AtomicIdempotencyLayer, or a transactional IdempotencyLayer, \
+             on its route, and takes Tx once",
+    );
     problem_response(&problem).into_response()
 }

@@ -2,6 +2,7 @@
 //! handler's note and the stored response, whatever the client does.
 #![allow(clippy::unwrap_used)]
 
+mod lease_tx;
 mod server;
 
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use axum::extract::{Request, State};
+use axum::extract::{FromRequestParts, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -12,7 +12,7 @@ use axum::{Extension, Router, middleware};
 use idemkey_sqlx::SqliteStore;
 use idemkey_sqlx::failpoints::{Hook, Point};
 use idemkey_tower::atomic::{AtomicIdempotencyLayer, DbError, Tx};
-use idemkey_tower::{Actor, Config, NotExecuted};
+use idemkey_tower::{Actor, Config, IdempotencyLayer, NotExecuted};
 use sqlx::Sqlite;
 use tokio::sync::Notify;
 
@@ -24,6 +24,18 @@ pub enum Behaviour {
     Panic,
     Reject,
     WaitAfterInsert,
+    /// Lease mode: waits before taking `Tx`, after the claim committed.
+    WaitBeforeTx,
+    /// Lease mode: answers 201 without taking `Tx`.
+    NoTx,
+}
+
+/// The layer in front of the handler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layer {
+    Atomic,
+    /// `IdempotencyLayer::transactional`.
+    LeaseTx,
 }
 
 #[derive(Clone)]
@@ -80,6 +92,33 @@ async fn handler(
     }
 }
 
+/// Lease mode's handler: takes `Tx` itself, so that it can wait before beginning it.
+async fn lease_handler(
+    State(s): State<Arc<(Arc<Notify>, Arc<Notify>)>>,
+    request: Request,
+) -> Result<Response, DbError> {
+    let (mut parts, _) = request.into_parts();
+    let behaviour = parts
+        .headers
+        .get("x-behaviour")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("Create")
+        .to_owned();
+    match behaviour.as_str() {
+        "NoTx" => return Ok((StatusCode::CREATED, "created without a transaction").into_response()),
+        "WaitBeforeTx" => {
+            s.0.notify_one();
+            s.1.notified().await;
+        }
+        _ => {}
+    }
+    let tx = match Tx::<Sqlite>::from_request_parts(&mut parts, &()).await {
+        Ok(tx) => tx,
+        Err(rejection) => return Ok(rejection),
+    };
+    handler(State(s), tx, parts.headers).await
+}
+
 async fn authenticate(mut request: Request) -> Request {
     request.extensions_mut().insert(Actor::new("tenant"));
     request
@@ -87,6 +126,10 @@ async fn authenticate(mut request: Request) -> Request {
 
 impl TestServer {
     pub async fn start(hook: Option<Hook>) -> Self {
+        Self::start_with(Layer::Atomic, hook).await
+    }
+
+    pub async fn start_with(kind: Layer, hook: Option<Hook>) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("atomic.db").display());
         let mut store = SqliteStore::connect(&url).await.unwrap();
@@ -98,12 +141,16 @@ impl TestServer {
             store = store.with_failpoints(hook);
         }
         let (entered, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
-        let layer = AtomicIdempotencyLayer::with_config(
-            store.clone(),
-            Config::default().require_key(false),
-        );
+        let config = Config::default().require_key(false);
+        let route = match kind {
+            Layer::Atomic => {
+                post(handler).layer(AtomicIdempotencyLayer::with_config(store.clone(), config))
+            }
+            Layer::LeaseTx => post(lease_handler)
+                .layer(IdempotencyLayer::with_config(store.clone(), config).transactional()),
+        };
         let app = Router::new()
-            .route("/notes", post(handler).layer(layer))
+            .route("/notes", route)
             .layer(middleware::map_request(authenticate))
             .with_state(Arc::new((entered.clone(), release.clone())));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -137,6 +184,14 @@ impl TestServer {
 
     pub async fn post_without_key(&self, behaviour: Behaviour) -> reqwest::Response {
         self.request(behaviour).send().await.unwrap()
+    }
+
+    /// The state of the only record (0 in flight, 1 released, 2 completed) and its token.
+    pub async fn record(&self) -> (i64, i64) {
+        sqlx::query_as("SELECT state, token FROM idemkey_records")
+            .fetch_one(self.store.pool())
+            .await
+            .unwrap()
     }
 
     /// (notes, idempotency records).

@@ -1,0 +1,100 @@
+//! Lease mode with the record's completion in the handler's transaction:
+//! [`IdempotencyLayer::transactional`].
+
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use idemkey_core::{Claim, Error, StoredResponse};
+use idemkey_sqlx::{Backend, SqlxStore};
+use sqlx::Transaction;
+
+use super::TxSlot;
+use super::tx::Returned;
+use crate::IdempotencyLayer;
+use crate::transactions::{MaybeTransactions, Offered, Transactions};
+
+impl<DB: Backend> IdempotencyLayer<SqlxStore<DB>> {
+    /// The same layer, offering each handler a [`Tx`](super::Tx) on the store's database
+    /// whose last statement completes the record: what the handler writes on it commits
+    /// with the stored response, or not at all (behaviour §8a).
+    ///
+    /// The claim still commits first, with its lease and fencing token, so the handler may
+    /// make external calls under its derived keys; only the completion moves. It costs one
+    /// commit less than completing on its own. If the lease was lost meanwhile, the
+    /// completion matches nothing and everything rolls back: the client is told
+    /// `request-in-flight`, and the newer execution's answer is the one stored. A
+    /// response that is not stored (a 5xx, a panic) rolls back too, and the claim is
+    /// released. A handler that does not take `Tx` is settled as without this.
+    ///
+    /// The transaction begins when the handler takes `Tx`, and on SQLite holds the store's
+    /// writer until the handler answers: take it after slow external calls, not before.
+    #[must_use]
+    pub fn transactional(mut self) -> Self {
+        let transactions = LeaseTransactions(self.store.clone());
+        self.transactions = MaybeTransactions(Some(Arc::new(transactions)));
+        self
+    }
+}
+
+/// [`Transactions`] on a sqlx store: a lazy [`TxSlot`] per execution.
+struct LeaseTransactions<DB: Backend>(SqlxStore<DB>);
+
+impl<DB: Backend> Transactions for LeaseTransactions<DB> {
+    fn offer(&self, extensions: &mut http::Extensions) -> Box<dyn Offered> {
+        let slot = TxSlot::lazy(self.0.clone());
+        extensions.insert(slot.clone());
+        Box::new(Offer(slot))
+    }
+}
+
+/// The layer's end of one execution's slot.
+struct Offer<DB: Backend>(TxSlot<DB>);
+
+impl<DB: Backend> Offered for Offer<DB> {
+    fn complete<'a>(
+        self: Box<Self>,
+        claim: &'a Claim,
+        stored: &'a StoredResponse,
+    ) -> BoxFuture<'a, Option<Result<(), Error>>> {
+        Box::pin(async move {
+            let mut tx = match self.0.returned() {
+                Returned::Never => return None,
+                Returned::Held => return Some(Err(held())),
+                Returned::Back(tx) => tx,
+            };
+            if let Err(error) = DB::complete(&mut tx, claim, stored).await {
+                rollback(tx).await;
+                return Some(Err(error));
+            }
+            Some(tx.commit().await.map_err(DB::commit_error))
+        })
+    }
+
+    fn finish(self: Box<Self>, keep: bool) -> BoxFuture<'static, Result<(), Error>> {
+        Box::pin(async move {
+            match self.0.returned() {
+                Returned::Back(tx) if keep => tx.commit().await.map_err(DB::commit_error),
+                Returned::Back(tx) => {
+                    rollback(tx).await;
+                    Ok(())
+                }
+                Returned::Never => Ok(()),
+                // It rolls back wherever it is dropped, as it is never committed.
+                Returned::Held if keep => Err(held()),
+                Returned::Held => Ok(()),
+            }
+        })
+    }
+}
+
+/// A handler that kept its transaction past its answer: nothing it wrote can commit.
+fn held() -> Error {
+    Error::Backend("the handler kept its transaction past its answer".into())
+}
+
+/// Rolls back; a failed rollback leaves nothing committed (sqlx closes the connection).
+async fn rollback<DB: Backend>(tx: Transaction<'static, DB>) {
+    if let Err(error) = tx.rollback().await {
+        tracing::warn!(%error, "rollback of the handler's transaction failed");
+    }
+}

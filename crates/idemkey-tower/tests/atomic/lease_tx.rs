@@ -1,0 +1,111 @@
+//! Lease mode with `IdempotencyLayer::transactional`: the claim commits first, then the
+//! handler's writes and the record's completion commit together, or not at all.
+
+use crate::server::{Behaviour, Layer, TestServer};
+
+async fn lease() -> TestServer {
+    TestServer::start_with(Layer::LeaseTx, None).await
+}
+
+#[tokio::test]
+async fn the_claim_commits_first_and_the_note_commits_with_its_record() {
+    let s = lease().await;
+    let first = tokio::spawn({
+        let s = s.clone();
+        async move { s.post("k", Behaviour::WaitAfterInsert).await }
+    });
+    s.handler_entered.notified().await;
+    // The handler has written its note and waits: the claim is committed, in flight, and
+    // the note is not (a reader sees the record, not the note).
+    assert_eq!(s.counts().await, (0, 1));
+    assert_eq!(s.record().await.0, 0, "in flight");
+    s.release_handler.notify_one();
+    assert_eq!(first.await.unwrap().status(), 201);
+    assert_eq!(s.counts().await, (1, 1));
+    assert_eq!(s.record().await.0, 2, "completed");
+    let retry = s.post("k", Behaviour::Create).await;
+    assert_eq!(retry.status(), 201);
+    assert_eq!(retry.headers()["idempotent-replayed"], "true");
+    assert_eq!(s.counts().await, (1, 1));
+}
+
+#[tokio::test]
+async fn a_lease_lost_before_completion_rolls_the_handler_back() {
+    let s = lease().await;
+    let first = tokio::spawn({
+        let s = s.clone();
+        async move { s.post("k", Behaviour::WaitBeforeTx).await }
+    });
+    s.handler_entered.notified().await;
+    // Another executor takes the record over, as after an expired lease: the token moves on.
+    sqlx::query("UPDATE idemkey_records SET token = token + 1")
+        .execute(s.store.pool())
+        .await
+        .unwrap();
+    s.release_handler.notify_one();
+    let first = first.await.unwrap();
+    assert_eq!(first.status(), 409, "not the 201 of a rolled-back note");
+    assert_eq!(first.headers()["content-type"], "application/problem+json");
+    assert_eq!(s.counts().await, (0, 1), "no note");
+    assert_eq!(
+        s.record().await,
+        (0, 2),
+        "the newer owner's record, untouched"
+    );
+}
+
+#[tokio::test]
+async fn unstored_answers_roll_back_and_release() {
+    let s = lease().await;
+    for (behaviour, status) in [(Behaviour::Fail500, 500), (Behaviour::Panic, 500)] {
+        let response = s.post("k", behaviour).await;
+        assert_eq!(response.status(), status, "{behaviour:?}");
+        assert_eq!(s.counts().await, (0, 1), "{behaviour:?}: no note");
+        assert_eq!(s.record().await.0, 1, "{behaviour:?}: released");
+    }
+    // A rejection rolls back too, and frees the key.
+    assert_eq!(s.post("r", Behaviour::Reject).await.status(), 400);
+    assert_eq!(s.counts().await, (0, 1));
+    // The released key executes again, once.
+    assert_eq!(s.post("k", Behaviour::Create).await.status(), 201);
+    assert_eq!(s.post("k", Behaviour::Create).await.status(), 201);
+    assert_eq!(s.counts().await, (1, 1));
+    assert_eq!(s.record().await.0, 2);
+}
+
+#[tokio::test]
+async fn a_handler_without_tx_is_completed_in_the_store() {
+    let s = lease().await;
+    assert_eq!(s.post("k", Behaviour::NoTx).await.status(), 201);
+    assert_eq!(s.record().await.0, 2);
+    let retry = s.post("k", Behaviour::NoTx).await;
+    assert_eq!(retry.headers()["idempotent-replayed"], "true");
+}
+
+#[tokio::test]
+async fn requests_without_a_key_commit_by_the_policy() {
+    let s = lease().await;
+    assert_eq!(s.post_without_key(Behaviour::Create).await.status(), 201);
+    assert_eq!(s.post_without_key(Behaviour::Fail500).await.status(), 500);
+    assert_eq!(s.counts().await, (1, 0));
+}
+
+#[tokio::test]
+async fn a_client_gone_mid_handler_still_commits() {
+    let s = lease().await;
+    let client = tokio::spawn({
+        let s = s.clone();
+        async move { s.post("k", Behaviour::WaitAfterInsert).await }
+    });
+    s.handler_entered.notified().await;
+    client.abort();
+    assert!(client.await.unwrap_err().is_cancelled());
+    s.release_handler.notify_one();
+    // Lease mode answers a duplicate in flight at once: wait for the exchange to end.
+    while s.record().await.0 == 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let retry = s.post("k", Behaviour::Create).await;
+    assert_eq!(retry.headers()["idempotent-replayed"], "true");
+    assert_eq!(s.counts().await, (1, 1));
+}
