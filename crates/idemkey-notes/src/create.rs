@@ -4,7 +4,6 @@ use std::time::SystemTime;
 
 use axum::Extension;
 use axum::extract::FromRequestParts;
-use axum::extract::State;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -78,13 +77,15 @@ fn created(note: &Note) -> Response {
         .into_response()
 }
 
-/// Lease mode, with the records in the notes' database: the note is written on the layer's
-/// transaction, which commits with the stored response (after the claim committed).
+/// Lease mode: the note is written on the layer's transaction, which commits with the stored
+/// response after the claim committed; with the records elsewhere (Redis, `--records-url`)
+/// or `--separate-completion`, on its own, and the layer stores the response afterwards.
 ///
-/// The note's id is derived from the record and inserted once, as in [`create_lease`]: a
-/// re-execution normally finds no note (the first execution's rolled back with its
-/// completion), but an instance that completes separately may share the database.
-pub(crate) async fn create_lease_tx<DB: NotesDb>(
+/// The handler may run again for the same record (after a crash, a lease takeover or a
+/// release, behaviour §8a), so the note's id is derived from the record and the insert
+/// happens once: a re-execution answers with the note an earlier execution wrote, if one
+/// committed.
+pub(crate) async fn create_lease<DB: NotesDb>(
     Extension(actor): Extension<Actor>,
     keys: Option<Extension<DerivedKeys>>,
     mut writer: LeaseWriter<DB>,
@@ -101,9 +102,9 @@ pub(crate) async fn create_lease_tx<DB: NotesDb>(
     }
 }
 
-/// Where lease mode's create writes: a keyed request on the layer's transaction, which
-/// completes its record; one without a key on the store's writer, one autocommitted
-/// statement, as it would without the layer.
+/// Where lease mode's create writes: a keyed request on the layer's transaction when the
+/// layer is transactional, so that it completes the record; otherwise on the store's
+/// writer, one autocommitted statement, as it would without the layer.
 pub(crate) enum LeaseWriter<DB: NotesDb> {
     Tx(Tx<DB>),
     Conn(PoolConnection<DB>),
@@ -123,40 +124,13 @@ impl<DB: NotesDb> FromRequestParts<AppState<DB>> for LeaseWriter<DB> {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState<DB>) -> Result<Self, Response> {
         // The layer puts a claim in the extensions of the requests it records, only.
-        if parts.extensions.get::<Claim>().is_some() {
+        if state.transactional && parts.extensions.get::<Claim>().is_some() {
             return Tx::from_request_parts(parts, state).await.map(Self::Tx);
         }
         match state.store.write_conn().await {
             Ok(conn) => Ok(Self::Conn(conn)),
             Err(error) => Err(problems::unavailable(&error)),
         }
-    }
-}
-
-/// Lease mode with the records elsewhere (Redis, `--records-url`): the note is written on
-/// its own; the layer stores the response afterwards.
-///
-/// The handler may run again for the same record (after a crash, a lease takeover or a
-/// release, behaviour §8a), so the note's id is derived from the record and the insert
-/// happens once: a re-execution answers with the note the first execution wrote.
-pub(crate) async fn create_lease<DB: NotesDb>(
-    State(state): State<AppState<DB>>,
-    Extension(actor): Extension<Actor>,
-    keys: Option<Extension<DerivedKeys>>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let note = match lease_note(keys, &headers, &body) {
-        Ok(note) => note,
-        Err(rejection) => return rejection,
-    };
-    let mut conn = match state.store.write_conn().await {
-        Ok(conn) => conn,
-        Err(error) => return problems::unavailable(&error),
-    };
-    match DB::insert_note_once(&mut conn, actor.as_str(), &note).await {
-        Ok(stored) => created(&stored),
-        Err(error) => problems::internal(&error),
     }
 }
 

@@ -62,6 +62,8 @@ pub(crate) struct Shared<DB: NotesDb> {
     /// For lease mode's writes, which run outside the layer's transaction: on SQLite they
     /// must queue for the store's writer like the layer's own.
     store: SqlxStore<DB>,
+    /// Whether lease mode's layer offers keyed creates its transaction.
+    transactional: bool,
     config: NotesConfig,
 }
 
@@ -103,7 +105,7 @@ pub fn router<DB: NotesDb>(store: SqlxStore<DB>, config: NotesConfig) -> Router 
         Mode::Lease if config.separate_completion => {
             return router_with_records(store.clone(), store, config);
         }
-        Mode::Lease => post(create::create_lease_tx::<DB>).layer(
+        Mode::Lease => post(create::create_lease::<DB>).layer(
             IdempotencyLayer::with_config(store.clone(), idempotency)
                 .with_executions(executions)
                 .transactional(),
@@ -115,7 +117,7 @@ pub fn router<DB: NotesDb>(store: SqlxStore<DB>, config: NotesConfig) -> Router 
                 .lookup_first(config.lookup_first),
         ),
     };
-    build(store, create, config)
+    build(store, (create, config.mode == Mode::Lease), config)
 }
 
 /// The service's router in lease mode, whatever `config.mode` says, with the idempotency
@@ -130,19 +132,25 @@ pub fn router_with_records<DB: NotesDb, S: Store>(
     config.mode = Mode::Lease;
     let layer = IdempotencyLayer::with_config(records, idempotency_config(&config))
         .with_executions(config.executions.clone());
-    build(store, post(create::create_lease::<DB>).layer(layer), config)
+    build(
+        store,
+        (post(create::create_lease::<DB>).layer(layer), false),
+        config,
+    )
 }
 
-/// The routes around `create`, the `POST /v1/notes` of the configured mode.
+/// The routes around `create`, the `POST /v1/notes` of the configured mode, and whether its
+/// layer is lease mode's transactional one.
 fn build<DB: NotesDb>(
     store: SqlxStore<DB>,
-    create: MethodRouter<AppState<DB>>,
+    (create, transactional): (MethodRouter<AppState<DB>>, bool),
     config: NotesConfig,
 ) -> Router {
     let tokens = auth::Tokens::new(&config.tokens);
     let state = AppState(Arc::new(Shared {
         pool: store.pool().clone(),
         store,
+        transactional,
         config,
     }));
     let v1 = Router::new()
