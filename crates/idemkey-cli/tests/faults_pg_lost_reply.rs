@@ -135,7 +135,7 @@ async fn atomic_claim_first_commit_reply_lost_is_outcome_unknown_then_replays() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_note_insert_reply_lost_then_the_retry_finds_the_note() {
-    let Some(app) = start(&["--mode", "lease"]).await else {
+    let Some(app) = start(&["--mode", "lease", "--separate-completion"]).await else {
         return;
     };
     // A new key's statements: the lookup, the claim (`INSERT 0 1`), the note's insert

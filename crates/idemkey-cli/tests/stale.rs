@@ -65,7 +65,15 @@ async fn stale_owner(fail_after: bool) {
     let Some(db) = Db::create(Backend::Postgres, dir.path()).await else {
         return;
     };
-    let args = ["--mode", "lease", "--lease", "1s", "--secret", "shared"];
+    let args = [
+        "--mode",
+        "lease",
+        "--separate-completion",
+        "--lease",
+        "1s",
+        "--secret",
+        "shared",
+    ];
     let spec = ServeSpec::new(db.url(), dir.path(), &args);
     let (a, b) = (spec.start(), spec.start());
     let (mut gate_conn, gate) = hold_first_executor(&db, fail_after).await;

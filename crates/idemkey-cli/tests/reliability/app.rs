@@ -114,6 +114,9 @@ impl App {
             tokens: vec![("alice".into(), super::ALICE.into())],
             mode,
             lease,
+            // These faults are the store's own completion and release (behaviour §10); the
+            // completion in the note's transaction is covered by idemkey-tower's lease_tx.
+            separate_completion: true,
             ..NotesConfig::default()
         };
         let addr = match &db {
