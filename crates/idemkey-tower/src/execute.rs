@@ -15,6 +15,7 @@ use idemkey_core::{
 };
 use tower::Service;
 
+use crate::flow::store_failure;
 use crate::heartbeat::Heartbeat;
 use crate::observe::{outcome, timed};
 use crate::policy::judge;
@@ -158,13 +159,7 @@ async fn not_committed<St: Store>(store: &St, claim: &Claim, error: &Error) -> P
     }
     tracing::error!(%error, "the handler's transaction did not commit; releasing the claim");
     release(store, claim, false).await;
-    let detail = "what the handler wrote was rolled back; retry with the same key";
-    match error {
-        Error::Unavailable(_) | Error::Contention => Problem::new(ProblemKind::StoreUnavailable)
-            .detail(detail)
-            .retry_after(Duration::from_secs(1)),
-        _ => Problem::custom("store-failed", "The idempotency store failed", 500).detail(detail),
-    }
+    store_failure(error, "what the handler wrote was rolled back")
 }
 
 /// The problem answered when the handler panicked or its body could not be read.

@@ -223,15 +223,22 @@ pub(crate) fn store_error(err: &Error) -> Response<Body> {
         _ => {
             tracing::error!(error = %err, "idempotency store failed; the request was not executed");
             outcome("store_error");
-            let problem = Problem::custom("store-failed", "The idempotency store failed", 500)
-                .detail("the request was not executed");
-            return problem_response(&problem);
+            return problem_response(&store_failure(err, "the request was not executed"));
         }
     }
     tracing::warn!(error = %err, "idempotency store unavailable; the request was not executed");
     outcome("store_error");
-    let problem = Problem::new(ProblemKind::StoreUnavailable)
-        .detail("the request was not executed; retry with the same key")
-        .retry_after(STORE_RETRY_AFTER);
-    problem_response(&problem)
+    problem_response(&store_failure(err, "the request was not executed"))
+}
+
+/// The problem of a store failure, `what` having happened to the request: what may pass
+/// (unavailable, contention) is `store-unavailable` (503, retry with the same key); the
+/// rest is `store-failed` (500), so clients do not retry forever.
+pub(crate) fn store_failure(err: &Error, what: &str) -> Problem {
+    match err {
+        Error::Unavailable(_) | Error::Contention => Problem::new(ProblemKind::StoreUnavailable)
+            .detail(format!("{what}; retry with the same key"))
+            .retry_after(STORE_RETRY_AFTER),
+        _ => Problem::custom("store-failed", "The idempotency store failed", 500).detail(what),
+    }
 }

@@ -6,10 +6,9 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use idemkey_core::{Claim, Error, StoredResponse};
 use idemkey_sqlx::{Backend, SqlxStore};
-use sqlx::Transaction;
 
 use super::TxSlot;
-use super::tx::Returned;
+use super::tx::{Returned, end};
 use crate::IdempotencyLayer;
 use crate::transactions::{MaybeTransactions, Offered, Transactions};
 
@@ -63,21 +62,18 @@ impl<DB: Backend> Offered for Offer<DB> {
                 Returned::Back(tx) => tx,
             };
             if let Err(error) = DB::complete(&mut tx, claim, stored).await {
-                rollback(tx).await;
+                // Rolling back cannot fail in a way that matters: nothing commits.
+                let _ = end(Some(tx), false).await;
                 return Some(Err(error));
             }
-            Some(tx.commit().await.map_err(DB::commit_error))
+            Some(end(Some(tx), true).await)
         })
     }
 
     fn finish(self: Box<Self>, keep: bool) -> BoxFuture<'static, Result<(), Error>> {
         Box::pin(async move {
             match self.0.returned() {
-                Returned::Back(tx) if keep => tx.commit().await.map_err(DB::commit_error),
-                Returned::Back(tx) => {
-                    rollback(tx).await;
-                    Ok(())
-                }
+                Returned::Back(tx) => end(Some(tx), keep).await,
                 Returned::Never => Ok(()),
                 // It rolls back wherever it is dropped, as it is never committed.
                 Returned::Held if keep => Err(held()),
@@ -90,11 +86,4 @@ impl<DB: Backend> Offered for Offer<DB> {
 /// A handler that kept its transaction past its answer: nothing it wrote can commit.
 fn held() -> Error {
     Error::Backend("the handler kept its transaction past its answer".into())
-}
-
-/// Rolls back; a failed rollback leaves nothing committed (sqlx closes the connection).
-async fn rollback<DB: Backend>(tx: Transaction<'static, DB>) {
-    if let Err(error) = tx.rollback().await {
-        tracing::warn!(%error, "rollback of the handler's transaction failed");
-    }
 }

@@ -19,6 +19,7 @@ use tracing::{Instrument, field};
 use super::TxSlot;
 use super::handler::{HttpOutput, ServiceHandler};
 use super::layer::Plan;
+use super::tx::end;
 use crate::flow::store_error;
 use crate::observe::{outcome, store_latency};
 use crate::policy::judge;
@@ -287,16 +288,12 @@ where
         let response = match result {
             Ok(response) => response,
             Err(error) => {
-                rollback(tx).await;
+                end(tx, false).await?;
                 return Ok(Err(error));
             }
         };
         let (verdict, response) = judge(config.status_policy.as_ref(), response);
-        let keep = verdict == Verdict::Store;
-        match tx {
-            Some(tx) if keep => tx.commit().await.map_err(DB::commit_error)?,
-            tx => rollback(tx).await,
-        }
+        end(tx, verdict == Verdict::Store).await?;
         Ok::<_, idemkey_core::Error>(Ok(response.map(Body::new)))
     });
     match task.await {
@@ -305,15 +302,5 @@ where
         Err(_) => Ok(problem_response(
             &Problem::custom("internal", "Internal error", 500).detail("the handler failed"),
         )),
-    }
-}
-
-/// Rolls back what the handler did not keep. A failed rollback leaves nothing committed (the
-/// connection is closed, not reused), so the handler's answer stands.
-async fn rollback<DB: Backend>(tx: Option<sqlx::Transaction<'static, DB>>) {
-    if let Some(tx) = tx
-        && let Err(error) = tx.rollback().await
-    {
-        tracing::warn!(%error, "rollback of an unrecorded request failed");
     }
 }

@@ -167,6 +167,25 @@ impl<S: Sync, DB: Backend> FromRequestParts<S> for Tx<DB> {
     }
 }
 
+/// Ends a transaction the handler left: commits it with `keep`, rolls it back otherwise. A
+/// failed rollback leaves nothing committed (the connection is closed, not reused), so it is
+/// only logged.
+pub(crate) async fn end<DB: Backend>(
+    tx: Option<Transaction<'static, DB>>,
+    keep: bool,
+) -> Result<(), idemkey_core::Error> {
+    match tx {
+        Some(tx) if keep => tx.commit().await.map_err(DB::commit_error),
+        Some(tx) => {
+            if let Err(error) = tx.rollback().await {
+                tracing::warn!(%error, "rollback of the handler's transaction failed");
+            }
+            Ok(())
+        }
+        None => Ok(()),
+    }
+}
+
 fn no_transaction() -> Response {
     let problem = Problem::custom("no-transaction", "No transaction for this request", 500).detail(
         "the handler needs AtomicIdempotencyLayer, or a transactional IdempotencyLayer, \

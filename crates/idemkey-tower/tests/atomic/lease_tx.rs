@@ -10,10 +10,7 @@ async fn lease() -> TestServer {
 #[tokio::test]
 async fn the_claim_commits_first_and_the_note_commits_with_its_record() {
     let s = lease().await;
-    let first = tokio::spawn({
-        let s = s.clone();
-        async move { s.post("k", Behaviour::WaitAfterInsert).await }
-    });
+    let first = s.post_in_background("k", Behaviour::WaitAfterInsert);
     s.handler_entered.notified().await;
     // The handler has written its note and waits: the claim is committed, in flight, and
     // the note is not (a reader sees the record, not the note).
@@ -32,10 +29,7 @@ async fn the_claim_commits_first_and_the_note_commits_with_its_record() {
 #[tokio::test]
 async fn a_lease_lost_before_completion_rolls_the_handler_back() {
     let s = lease().await;
-    let first = tokio::spawn({
-        let s = s.clone();
-        async move { s.post("k", Behaviour::WaitBeforeTx).await }
-    });
+    let first = s.post_in_background("k", Behaviour::WaitBeforeTx);
     s.handler_entered.notified().await;
     // Another executor takes the record over, as after an expired lease: the token moves on.
     sqlx::query("UPDATE idemkey_records SET token = token + 1")
@@ -93,10 +87,7 @@ async fn requests_without_a_key_commit_by_the_policy() {
 #[tokio::test]
 async fn a_client_gone_mid_handler_still_commits() {
     let s = lease().await;
-    let client = tokio::spawn({
-        let s = s.clone();
-        async move { s.post("k", Behaviour::WaitAfterInsert).await }
-    });
+    let client = s.post_in_background("k", Behaviour::WaitAfterInsert);
     s.handler_entered.notified().await;
     client.abort();
     assert!(client.await.unwrap_err().is_cancelled());

@@ -55,10 +55,7 @@ async fn requests_without_a_key_run_in_a_transaction_unrecorded() {
 #[tokio::test]
 async fn a_client_gone_mid_handler_does_not_abandon_the_transaction() {
     let s = TestServer::start(None).await;
-    let client = tokio::spawn({
-        let s = s.clone();
-        async move { s.post("k", Behaviour::WaitAfterInsert).await }
-    });
+    let client = s.post_in_background("k", Behaviour::WaitAfterInsert);
     s.handler_entered.notified().await;
     client.abort();
     assert!(client.await.unwrap_err().is_cancelled());

@@ -182,6 +182,16 @@ impl TestServer {
             .unwrap()
     }
 
+    /// [`Self::post`] in a task of its own, for a test that steers the handler meanwhile.
+    pub fn post_in_background(
+        &self,
+        key: &'static str,
+        behaviour: Behaviour,
+    ) -> tokio::task::JoinHandle<reqwest::Response> {
+        let s = self.clone();
+        tokio::spawn(async move { s.post(key, behaviour).await })
+    }
+
     pub async fn post_without_key(&self, behaviour: Behaviour) -> reqwest::Response {
         self.request(behaviour).send().await.unwrap()
     }
