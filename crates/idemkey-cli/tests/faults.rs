@@ -42,6 +42,7 @@ on_both_backends!(
     lease_failed_business_write_releases_the_claim,
     lease_failed_complete_holds_the_key_only_until_the_lease_expires,
     lease_failed_release_holds_the_key_only_until_the_lease_expires,
+    lease_completion_faults_in_the_notes_transaction_roll_back_and_release,
 );
 
 /// A 503 `store-unavailable` with `Retry-After`.
@@ -135,7 +136,7 @@ async fn lease_failed_business_write_releases_the_claim(backend: Backend) {
 /// the key answers 409 while the lease lives, and after it a retry takes over and answers
 /// with the same note (its id is derived from the record), which is then stored.
 async fn lease_failed_complete_holds_the_key_only_until_the_lease_expires(backend: Backend) {
-    let Some(app) = App::start(backend, Mode::Lease, LEASE).await else {
+    let Some(app) = App::start_separate(backend, Mode::Lease, LEASE).await else {
         return;
     };
     let key = "lease-complete";
@@ -148,9 +149,30 @@ async fn lease_failed_complete_holds_the_key_only_until_the_lease_expires(backen
     assert_eq!(executes_once(&app, key).await, id, "the same note");
 }
 
+/// Lease mode as served, the response stored as the note's transaction's last statement: a
+/// fault storing it or before its `COMMIT` rolls the note back, releases the claim and
+/// answers 503 (nothing the client was told about exists); the retry executes once.
+async fn lease_completion_faults_in_the_notes_transaction_roll_back_and_release(backend: Backend) {
+    let Some(app) = App::start(backend, Mode::Lease, LEASE).await else {
+        return;
+    };
+    for point in [Point::BeforeComplete, Point::BeforeCommit] {
+        let key = format!("lease-tx-{point:?}");
+        app.faults.arm(point, Action::Fail(1));
+        assert_unavailable(app.post(&key, &key).await, &key).await;
+        assert_eq!(
+            app.notes(&key).await,
+            Vec::<String>::new(),
+            "{key}: rolled back"
+        );
+        assert_eq!(app.record(&key).await, Some(1), "{key}: released");
+        executes_once(&app, &key).await;
+    }
+}
+
 /// Releasing fails after a failed business write: the claim stays until its lease expires.
 async fn lease_failed_release_holds_the_key_only_until_the_lease_expires(backend: Backend) {
-    let Some(app) = App::start(backend, Mode::Lease, LEASE).await else {
+    let Some(app) = App::start_separate(backend, Mode::Lease, LEASE).await else {
         return;
     };
     let key = "lease-release";

@@ -123,11 +123,11 @@ async fn lease_drop_at_the_claim_is_503() {
     assert_eq!(app.notes(key).await, [id], "{key}: one note");
 }
 
-/// Lease mode: every pooled connection drops while the response is about to be stored; the
-/// completion is retried on a new connection, and the key replays.
+/// Lease mode, `--separate-completion`: every pooled connection drops while the response is
+/// about to be stored; the completion is retried on a new connection, and the key replays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_drop_before_complete_is_retried_on_a_new_connection() {
-    let Some(app) = app(Mode::Lease).await else {
+    let Some(app) = App::start_separate(Backend::Postgres, Mode::Lease, LEASE).await else {
         return;
     };
     let key = "lease-drop-before-complete";
@@ -155,6 +155,51 @@ async fn lease_drop_during_the_business_write_releases_the_claim() {
     assert_eq!(app.notes(key).await, Vec::<String>::new());
     let id = created_id(app.post(key, key).await).await;
     assert_eq!(app.notes(key).await, [id]);
+}
+
+/// Lease mode as served: the note's transaction's connection drops before the response is
+/// stored in it. Nothing committed: 503, the claim released on another connection, and the
+/// retry executes once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_drop_before_the_completion_in_the_notes_transaction_releases() {
+    let Some(app) = app(Mode::Lease).await else {
+        return;
+    };
+    let key = "lease-tx-drop-before-complete";
+    let answer = dropped_at(&app, key, Point::BeforeComplete, IN_TRANSACTION).await;
+    assert_eq!(answer.status(), 503);
+    assert_eq!(problem_slug(answer).await, "store-unavailable");
+    assert_eq!(app.notes(key).await, Vec::<String>::new(), "rolled back");
+    assert_eq!(app.record(key).await, Some(1), "released");
+    let id = created_id(app.post(key, key).await).await;
+    assert_eq!(app.notes(key).await, [id]);
+}
+
+/// Lease mode as served: the note's transaction's connection drops before its `COMMIT` (the
+/// record completed in it). The client is told the outcome is unknown; the record is left to
+/// its lease, since the commit might have landed. (Here it did not: after the lease the
+/// retry executes, once, with the same note id, derived from the record.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_drop_at_the_commit_of_the_notes_transaction_is_outcome_unknown() {
+    let Some(app) = app(Mode::Lease).await else {
+        return;
+    };
+    let key = "lease-tx-drop-at-commit";
+    let answer = dropped_at(&app, key, Point::BeforeCommit, IN_TRANSACTION).await;
+    assert_eq!(answer.status(), 500);
+    assert_eq!(problem_slug(answer).await, "outcome-unknown");
+    assert_eq!(app.notes(key).await, Vec::<String>::new(), "not committed");
+    assert_eq!(app.record(key).await, Some(0), "left to its lease");
+    let db = &app.db;
+    reliability::wait_until("the lease to expire", 6000, || async {
+        !db.lease_alive(key).await
+    })
+    .await;
+    let id = created_id(app.post(key, key).await).await;
+    let replay = app.post(key, key).await;
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    assert_eq!(created_id(replay).await, id);
+    assert_eq!(app.notes(key).await, [id], "{key}: one note");
 }
 
 /// Holds the note's insert inside the database, terminates its connection, and returns the

@@ -194,6 +194,34 @@ impl<DB: Backend> SqlxStore<DB> {
         }
         Ok(())
     }
+
+    /// Lease mode's completion in the caller's own transaction (behaviour §8a): stores the
+    /// response in the claim's record as `tx`'s last statement and commits, so what the
+    /// caller wrote in `tx` commits with it or not at all. Fails with
+    /// [`Error::Fenced`] if the lease was lost meanwhile; on any failure before the commit
+    /// `tx` is rolled back before this returns, so that (on SQLite) the writer is free for
+    /// the claim's release.
+    pub async fn complete_in(
+        &self,
+        mut tx: Transaction<'static, DB>,
+        claim: &Claim,
+        response: &StoredResponse,
+    ) -> Result<()> {
+        let stored = async {
+            self.hit(Point::BeforeComplete).await?;
+            DB::complete(&mut tx, claim, response).await?;
+            self.hit(Point::BeforeCommit).await
+        }
+        .await;
+        if let Err(error) = stored {
+            if let Err(rollback) = tx.rollback().await {
+                // Nothing commits either way: the connection is closed, not reused.
+                tracing::warn!(error = %rollback, "rollback after a failed completion failed");
+            }
+            return Err(error);
+        }
+        tx.commit().await.map_err(DB::commit_error)
+    }
 }
 
 impl<DB: Backend> SqlxStore<DB> {

@@ -13,11 +13,13 @@ pub enum Point {
     /// [`idemkey_core::Store::try_claim`]) before taking the connection the claim, a
     /// statement that commits on its own, runs on.
     BeforeClaim,
-    /// Before the response is stored in the record: in atomic mode's transaction, or (lease
-    /// mode, [`idemkey_core::Store::complete`]) on the pooled connection that will store it.
+    /// Before the response is stored in the record: in atomic mode's transaction, in the
+    /// caller's transaction ([`crate::SqlxStore::complete_in`]), or (lease mode,
+    /// [`idemkey_core::Store::complete`]) on the pooled connection that will store it.
     BeforeComplete,
-    /// Atomic mode: before `COMMIT`, after the record is completed (commit-time: inserted;
-    /// on SQLite without caps, before the one command that inserts it and commits).
+    /// Before `COMMIT`, after the record is completed: atomic mode (commit-time: inserted;
+    /// on SQLite without caps, before the one command that inserts it and commits) and
+    /// [`crate::SqlxStore::complete_in`].
     BeforeCommit,
     /// Lease mode: before a claim is given back ([`idemkey_core::Store::release`] or
     /// [`idemkey_core::Store::discard`]), on the pooled connection that will do it.

@@ -105,8 +105,24 @@ pub struct App {
 }
 
 impl App {
-    /// Starts the service for `backend` in `mode` with a `lease`; `None` without PostgreSQL.
+    /// Starts the service for `backend` in `mode` with a `lease`, as `idemkey serve` runs it
+    /// (lease mode completes in the note's transaction); `None` without PostgreSQL.
     pub async fn start(backend: Backend, mode: Mode, lease: Duration) -> Option<Self> {
+        Self::start_with(backend, mode, lease, false).await
+    }
+
+    /// The same, lease mode storing the response in the store's own transaction after the
+    /// note's (`--separate-completion`): the path of behaviour §10's completion retries.
+    pub async fn start_separate(backend: Backend, mode: Mode, lease: Duration) -> Option<Self> {
+        Self::start_with(backend, mode, lease, true).await
+    }
+
+    async fn start_with(
+        backend: Backend,
+        mode: Mode,
+        lease: Duration,
+        separate_completion: bool,
+    ) -> Option<Self> {
         let dir = tempfile::tempdir().unwrap();
         let db = Db::create(backend, dir.path()).await?;
         let faults = Arc::new(Faults::default());
@@ -114,9 +130,7 @@ impl App {
             tokens: vec![("alice".into(), super::ALICE.into())],
             mode,
             lease,
-            // These faults are the store's own completion and release (behaviour §10); the
-            // completion in the note's transaction is covered by idemkey-tower's lease_tx.
-            separate_completion: true,
+            separate_completion,
             ..NotesConfig::default()
         };
         let addr = match &db {

@@ -42,12 +42,12 @@ impl<DB: Backend> Transactions for LeaseTransactions<DB> {
     fn offer(&self, extensions: &mut http::Extensions) -> Box<dyn Offered> {
         let slot = TxSlot::lazy(self.0.clone());
         extensions.insert(slot.clone());
-        Box::new(Offer(slot))
+        Box::new(Offer(slot, self.0.clone()))
     }
 }
 
-/// The layer's end of one execution's slot.
-struct Offer<DB: Backend>(TxSlot<DB>);
+/// The layer's end of one execution's slot, and the store that completes in it.
+struct Offer<DB: Backend>(TxSlot<DB>, SqlxStore<DB>);
 
 impl<DB: Backend> Offered for Offer<DB> {
     fn complete<'a>(
@@ -56,17 +56,12 @@ impl<DB: Backend> Offered for Offer<DB> {
         stored: &'a StoredResponse,
     ) -> BoxFuture<'a, Option<Result<(), Error>>> {
         Box::pin(async move {
-            let mut tx = match self.0.returned() {
+            let tx = match self.0.returned() {
                 Returned::Never => return None,
                 Returned::Held => return Some(Err(held())),
                 Returned::Back(tx) => tx,
             };
-            if let Err(error) = DB::complete(&mut tx, claim, stored).await {
-                // Rolling back cannot fail in a way that matters: nothing commits.
-                let _ = end(Some(tx), false).await;
-                return Some(Err(error));
-            }
-            Some(end(Some(tx), true).await)
+            Some(self.1.complete_in(tx, claim, stored).await)
         })
     }
 
