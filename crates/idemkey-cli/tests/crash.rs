@@ -4,7 +4,8 @@
 //! client received exists, and one more retry of every key replays the same id.
 //!
 //! SQLite and PostgreSQL (`IDEMKEY_TEST_PG_URL`, a fresh schema per run), atomic and lease
-//! mode (with a 1 s lease, so a dead executor's claim blocks its retries only briefly), and
+//! mode (with a 1 s lease, so a dead executor's claim blocks its retries only briefly), each
+//! strategy and lease completion the service offers, and
 //! lease mode with the records in a `redis-server` of the test's own (`--records-url`).
 //!
 //! The run's schedule comes from a seed, printed first; `IDEMKEY_CRASH_SEED` replays it.
@@ -42,8 +43,18 @@ async fn crash_campaign_sqlite_atomic_claim_first() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_campaign_sqlite_atomic_no_lookup() {
+    run(Backend::Sqlite, "atomic", &["--no-lookup"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_campaign_sqlite_lease() {
     run(Backend::Sqlite, "lease", &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_campaign_sqlite_lease_separate_completion() {
+    run(Backend::Sqlite, "lease", &["--separate-completion"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -57,8 +68,18 @@ async fn crash_campaign_postgres_atomic_claim_first() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_campaign_postgres_atomic_no_lookup() {
+    run(Backend::Postgres, "atomic", &["--no-lookup"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_campaign_postgres_lease() {
     run(Backend::Postgres, "lease", &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_campaign_postgres_lease_separate_completion() {
+    run(Backend::Postgres, "lease", &["--separate-completion"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -79,7 +100,8 @@ async fn run_on_redis(backend: Backend) {
 }
 
 /// `extra`: flags beyond the mode and lease (atomic mode's strategy: commit-time unless
-/// `--strategy claim-first`; `--records-url`).
+/// `--strategy claim-first`, with its lookup unless `--no-lookup`; lease mode's completion
+/// in the note's transaction unless `--separate-completion`; `--records-url`).
 async fn run(backend: Backend, mode: &str, extra: &[&str]) {
     let plan = Plan::from_env();
     let dir = tempfile::tempdir().unwrap();

@@ -115,8 +115,18 @@ async fn atomic_claim_first_storm_of_64_across_three_instances() {
 }
 
 #[tokio::test]
+async fn atomic_no_lookup_storm_of_64_across_three_instances() {
+    storm_of_64_creates_one_note(&["--mode", "atomic", "--no-lookup"]).await;
+}
+
+#[tokio::test]
 async fn lease_storm_of_64_across_three_instances() {
     storm_of_64_creates_one_note(&["--mode", "lease"]).await;
+}
+
+#[tokio::test]
+async fn lease_separate_completion_storm_of_64_across_three_instances() {
+    storm_of_64_creates_one_note(&["--mode", "lease", "--separate-completion"]).await;
 }
 
 #[tokio::test]

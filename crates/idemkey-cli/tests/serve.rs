@@ -1,5 +1,5 @@
-//! `idemkey serve` over real sockets, in both modes: the seed's six cases and the HTTP
-//! surface of behaviour §13.
+//! `idemkey serve` over real sockets, in both modes and with each strategy the service
+//! offers: the seed's six cases and the HTTP surface of behaviour §13.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -14,9 +14,30 @@ struct Fixture {
     client: reqwest::Client,
 }
 
-fn start(mode: &str, extra: &[&str]) -> Fixture {
+/// A mode of `idemkey serve` and the flags that choose its strategy.
+#[derive(Clone, Copy)]
+struct Variant {
+    mode: &'static str,
+    flags: &'static [&'static str],
+}
+
+impl Variant {
+    const fn new(mode: &'static str, flags: &'static [&'static str]) -> Self {
+        Self { mode, flags }
+    }
+
+    fn is_atomic(self) -> bool {
+        self.mode == "atomic"
+    }
+}
+
+const ATOMIC: Variant = Variant::new("atomic", &[]);
+const LEASE: Variant = Variant::new("lease", &[]);
+
+fn start(variant: Variant, extra: &[&str]) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let mut args = vec!["--mode", mode];
+    let mut args = vec!["--mode", variant.mode];
+    args.extend_from_slice(variant.flags);
     args.extend_from_slice(extra);
     let server = Server::start(dir.path(), &args);
     Fixture {
@@ -55,15 +76,26 @@ async fn problem_type(response: reqwest::Response) -> String {
         .to_owned()
 }
 
-/// Expands every case for both modes.
-macro_rules! both_modes {
+/// Expands every case for each mode and strategy: atomic commit-time (the default), its
+/// `--no-lookup`, claim-first; lease mode completing in the note's transaction (the
+/// default) and `--separate-completion`.
+macro_rules! every_variant {
     ($($case:ident),* $(,)?) => {
-        mod atomic { $( #[tokio::test] async fn $case() { super::$case("atomic").await } )* }
-        mod lease { $( #[tokio::test] async fn $case() { super::$case("lease").await } )* }
+        every_variant!(@in atomic, "atomic", &[], $($case),*);
+        every_variant!(@in atomic_no_lookup, "atomic", &["--no-lookup"], $($case),*);
+        every_variant!(@in atomic_claim_first, "atomic", &["--strategy", "claim-first"], $($case),*);
+        every_variant!(@in lease, "lease", &[], $($case),*);
+        every_variant!(@in lease_separate_completion, "lease", &["--separate-completion"], $($case),*);
+    };
+    (@in $name:ident, $mode:literal, $flags:expr, $($case:ident),*) => {
+        mod $name { $(
+            #[tokio::test]
+            async fn $case() { super::$case(super::Variant::new($mode, $flags)).await }
+        )* }
     };
 }
 
-both_modes!(
+every_variant!(
     response_lost_after_commit_then_identical_retry,
     same_actor_and_key_with_changed_title_is_rejected,
     another_actor_with_the_same_key_gets_a_separate_note,
@@ -77,7 +109,7 @@ both_modes!(
     storm_of_32_creates_one_note,
 );
 
-async fn response_lost_after_commit_then_identical_retry(mode: &str) {
+async fn response_lost_after_commit_then_identical_retry(mode: Variant) {
     let f = start(mode, &[]);
     // The client never reads the first response: it is "lost".
     drop(f.post(ALICE, Some(b"key-a"), HELLO).await);
@@ -87,7 +119,7 @@ async fn response_lost_after_commit_then_identical_retry(mode: &str) {
     assert_eq!(f.notes(ALICE).await, 1);
 }
 
-async fn same_actor_and_key_with_changed_title_is_rejected(mode: &str) {
+async fn same_actor_and_key_with_changed_title_is_rejected(mode: Variant) {
     let f = start(mode, &[]);
     assert_eq!(f.post(ALICE, Some(b"key-a"), HELLO).await.status(), 201);
     let changed = f
@@ -98,7 +130,7 @@ async fn same_actor_and_key_with_changed_title_is_rejected(mode: &str) {
     assert_eq!(f.notes(ALICE).await, 1);
 }
 
-async fn another_actor_with_the_same_key_gets_a_separate_note(mode: &str) {
+async fn another_actor_with_the_same_key_gets_a_separate_note(mode: Variant) {
     let f = start(mode, &[]);
     let a: serde_json::Value = f
         .post(ALICE, Some(b"key-a"), HELLO)
@@ -114,7 +146,7 @@ async fn another_actor_with_the_same_key_gets_a_separate_note(mode: &str) {
     assert_eq!((f.notes(ALICE).await, f.notes(BOB).await), (1, 1));
 }
 
-async fn note_creation_failing_in_the_database_stores_nothing(mode: &str) {
+async fn note_creation_failing_in_the_database_stores_nothing(mode: Variant) {
     let f = start(mode, &[]);
     // A test-only trigger makes the business write fail after the claim.
     let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", f.server.db.display()))
@@ -126,7 +158,7 @@ async fn note_creation_failing_in_the_database_stores_nothing(mode: &str) {
     let failed = f.post(ALICE, Some(b"key-a"), body).await;
     assert_eq!(failed.status(), 500);
     assert_eq!(f.notes(ALICE).await, 0);
-    if mode == "atomic" {
+    if mode.is_atomic() {
         assert_eq!(count_rows(&f.server.db, "idemkey_records").await, 0);
     }
     sqlx::query("DROP TRIGGER fail")
@@ -138,7 +170,7 @@ async fn note_creation_failing_in_the_database_stores_nothing(mode: &str) {
     assert_eq!(f.notes(ALICE).await, 1);
 }
 
-async fn saved_result_deleted_before_an_identical_retry(mode: &str) {
+async fn saved_result_deleted_before_an_identical_retry(mode: Variant) {
     let f = start(mode, &[]);
     assert_eq!(f.post(ALICE, Some(b"key-a"), HELLO).await.status(), 201);
     let url = format!("sqlite://{}", f.server.db.display());
@@ -174,7 +206,7 @@ async fn saved_result_deleted_before_an_identical_retry(mode: &str) {
     );
 }
 
-async fn keys_are_validated(mode: &str) {
+async fn keys_are_validated(mode: Variant) {
     let f = start(mode, &[]);
     let missing = f.post(ALICE, None, HELLO).await;
     assert_eq!(missing.status(), 400);
@@ -201,7 +233,7 @@ async fn keys_are_validated(mode: &str) {
     assert_eq!(f.notes(ALICE).await, 3);
 }
 
-async fn authentication_and_isolation(mode: &str) {
+async fn authentication_and_isolation(mode: Variant) {
     let f = start(mode, &[]);
     let no_token = f
         .client
@@ -228,7 +260,7 @@ async fn authentication_and_isolation(mode: &str) {
     assert_eq!(problem_type(other).await, "not-found");
 }
 
-async fn validation_failures_are_not_stored(mode: &str) {
+async fn validation_failures_are_not_stored(mode: Variant) {
     let f = start(mode, &[]);
     for bad in [
         r#"{"title": ""}"#,
@@ -244,7 +276,7 @@ async fn validation_failures_are_not_stored(mode: &str) {
     assert_eq!(f.notes(ALICE).await, 1);
 }
 
-async fn equivalent_json_replays_with_every_header(mode: &str) {
+async fn equivalent_json_replays_with_every_header(mode: Variant) {
     let f = start(mode, &[]);
     let first = f.post(ALICE, Some(b"key-j"), r#"{"title":"hello"}"#).await;
     let (status, headers) = (first.status(), first.headers().clone());
@@ -260,7 +292,7 @@ async fn equivalent_json_replays_with_every_header(mode: &str) {
     assert_eq!(retry.bytes().await.unwrap(), body);
 }
 
-async fn oversized_body_is_413_and_the_key_stays_usable(mode: &str) {
+async fn oversized_body_is_413_and_the_key_stays_usable(mode: Variant) {
     let f = start(mode, &[]);
     let huge = format!(r#"{{"title": "{}"}}"#, "x".repeat(1024 * 1024 + 1));
     let rejected = f.post(ALICE, Some(b"key-big"), &huge).await;
@@ -269,7 +301,7 @@ async fn oversized_body_is_413_and_the_key_stays_usable(mode: &str) {
     assert_eq!(f.post(ALICE, Some(b"key-big"), HELLO).await.status(), 201);
 }
 
-async fn storm_of_32_creates_one_note(mode: &str) {
+async fn storm_of_32_creates_one_note(mode: Variant) {
     let f = start(mode, &[]);
     let targets = vec![f.server.addr; 32];
     let answers = common::storm::storm(&targets, |addr| {
@@ -282,7 +314,7 @@ async fn storm_of_32_creates_one_note(mode: &str) {
         created.iter().all(|a| a.body == created[0].body),
         "identical bodies"
     );
-    if mode == "atomic" {
+    if mode.is_atomic() {
         assert_eq!(
             created.len(),
             32,
@@ -315,7 +347,7 @@ async fn two_processes_on_one_sqlite_file_create_one_note() {
 
 #[tokio::test]
 async fn sigterm_stops_the_service_cleanly() {
-    let f = start("atomic", &[]);
+    let f = start(ATOMIC, &[]);
     assert_eq!(f.post(ALICE, Some(b"k"), HELLO).await.status(), 201);
     let Fixture { server, _dir, .. } = f;
     assert!(server.terminate().success());
@@ -323,7 +355,7 @@ async fn sigterm_stops_the_service_cleanly() {
 
 #[tokio::test]
 async fn openapi_documents_the_real_routes_and_the_idempotency_rules() {
-    let f = start("atomic", &["--retention", "90m"]);
+    let f = start(ATOMIC, &["--retention", "90m"]);
     let doc: serde_json::Value = f
         .client
         .get(f.server.url("/openapi.json"))
@@ -370,7 +402,7 @@ async fn openapi_documents_the_real_routes_and_the_idempotency_rules() {
 
 #[tokio::test]
 async fn sweep_deletes_expired_records_from_the_command_line() {
-    let f = start("atomic", &["--retention", "1s"]);
+    let f = start(ATOMIC, &["--retention", "1s"]);
     assert_eq!(f.post(ALICE, Some(b"k"), HELLO).await.status(), 201);
     let Fixture { server, _dir, .. } = f;
     let db = server.db.clone();
@@ -389,7 +421,7 @@ async fn sweep_deletes_expired_records_from_the_command_line() {
 
 #[tokio::test]
 async fn the_background_sweeper_deletes_expired_records() {
-    let f = start("lease", &["--retention", "1s"]);
+    let f = start(LEASE, &["--retention", "1s"]);
     assert_eq!(f.post(ALICE, Some(b"k"), HELLO).await.status(), 201);
     for _ in 0..300 {
         if count_rows(&f.server.db, "idemkey_records").await == 0 {
@@ -431,7 +463,7 @@ fn bad_command_lines_fail_with_one_line() {
 
 #[tokio::test]
 async fn optional_key_runs_requests_without_a_key_unrecorded() {
-    let f = start("atomic", &["--optional-key"]);
+    let f = start(ATOMIC, &["--optional-key"]);
     assert_eq!(f.post(ALICE, None, HELLO).await.status(), 201);
     assert_eq!(f.post(ALICE, None, HELLO).await.status(), 201);
     assert_eq!(f.notes(ALICE).await, 2);
@@ -446,8 +478,9 @@ async fn optional_key_runs_requests_without_a_key_unrecorded() {
 
 #[tokio::test]
 async fn sigterm_lets_an_in_flight_request_finish() {
-    for mode in ["atomic", "lease"] {
-        let f = start(mode, &[]);
+    for variant in [ATOMIC, LEASE] {
+        let mode = variant.mode;
+        let f = start(variant, &[]);
         // Hold the database's write lock so the request is in flight inside the server.
         let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", f.server.db.display()))
             .await
