@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# The figures of BENCHMARKS.md's "Atomic mode's strategies" section, in one run: atomic mode
-# claim-first against commit-time (with and without the lookup), the replay cache, lease mode,
-# and the concurrency sweep, on SQLite and (with IDEMKEY_BENCH_PG_URL) PostgreSQL.
+# Every figure of issue 13's targets in one run: atomic mode claim-first against commit-time
+# (with and without the lookup), the replay cache, lease mode (completion in the note's
+# transaction, and separate), the concurrency sweep of both modes, on SQLite and (with
+# IDEMKEY_BENCH_PG_URL) PostgreSQL; then, in the same run, what each statement pattern allows
+# without HTTP (scripts/pgbench-atomic, scripts/pgbench-lease), unless IDEMKEY_BENCH_PATTERNS=0.
+# Every side reports the server's and the machine's CPU time per request.
 #
 #   scripts/bench-strategies.sh [OUT_DIR]     # default: target/bench-strategies
 #
@@ -33,8 +36,17 @@ for db in sqlite ${PG:+postgres}; do
     bench "$db-replay" replay storm --duration "$D" "${args[@]}"
     bench "$db-replay-cache" replay --replay-cache 1s --duration "$D" "${args[@]}"
     bench "$db-lease" create replay storm --mode lease --duration "$D" "${args[@]}"
+    bench "$db-lease-separate" create --mode lease --separate-completion --duration "$D" "${args[@]}"
     for c in 1 4 16 64; do
-        bench "$db-c$c" create --concurrency "$c" --duration 3s "${args[@]}"
+        bench "$db-c$c" create replay --concurrency "$c" --duration 3s "${args[@]}"
+        bench "$db-lease-c$c" create --mode lease --concurrency "$c" --duration 3s "${args[@]}"
     done
 done
+if [ "${IDEMKEY_BENCH_PATTERNS:-1}" != 0 ]; then
+    if [ -n "$PG" ]; then
+        PGURL=$PG scripts/pgbench-atomic/run.sh 5 16 2 > "$OUT/pgbench-atomic.txt"
+        PGURL=$PG scripts/pgbench-lease/run.sh 5 16 2 > "$OUT/pgbench-lease.txt"
+    fi
+    python3 scripts/pgbench-lease/sqlite.py 3000 2 > "$OUT/sqlite-lease.txt"
+fi
 uptime >> "$OUT/load.txt"

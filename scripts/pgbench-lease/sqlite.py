@@ -1,8 +1,14 @@
 #!/usr/bin/env python3
-"""Lease mode's commit patterns on SQLite, without HTTP or Rust (issue 13): the same three
-patterns as run.sh, in WAL mode with synchronous=FULL (as idemkey opens its files), one
-writer, N transactions each, alternated over rounds. Prints transactions per second and the
-ratio to the key-less pattern.
+"""Atomic and lease mode's commit patterns on SQLite, without HTTP or Rust (issue 13), in
+WAL mode with synchronous=FULL (as idemkey opens its files), one writer, N transactions
+each, alternated over rounds. Prints transactions per second and the ratio to the key-less
+pattern:
+
+    base                   BEGIN IMMEDIATE; note; COMMIT
+    commit_time_nolookup   BEGIN IMMEDIATE; note; completed record; COMMIT
+    commit_time            lookup (on a second connection, as idemkey's readers); then the same
+    lease_today            claim (committed); note (committed); completion (committed)
+    lease_folded           claim (committed); BEGIN IMMEDIATE; note; completion; COMMIT
 
     scripts/pgbench-lease/sqlite.py [transactions] [rounds] [dir]
 """
@@ -56,6 +62,22 @@ def base(db, i):
     db.execute("BEGIN IMMEDIATE"); note(db, i); db.execute("COMMIT")
 
 
+def completed(db, i):
+    db.execute("INSERT INTO records VALUES ('alice', 'create-note', ?, ?, 1, 2, ?, 'v1', NULL, 999, ?)",
+               ("k%d" % i, i.to_bytes(16, "big"), FP, RESP))
+
+
+def commit_time_nolookup(db, i):
+    db.execute("BEGIN IMMEDIATE"); note(db, i); completed(db, i); db.execute("COMMIT")
+
+
+def commit_time(db, i):
+    # The lookup runs on another connection, whose page cache each commit invalidates.
+    READER[0].execute("SELECT state, response FROM records WHERE actor = 'alice' AND operation = 'create-note' AND key = ?",
+                      ("k%d" % i,)).fetchall()
+    commit_time_nolookup(db, i)
+
+
 def lease_today(db, i):
     claim(db, i)
     db.execute("BEGIN IMMEDIATE"); note(db, i); db.execute("COMMIT")
@@ -67,16 +89,20 @@ def lease_folded(db, i):
     db.execute("BEGIN IMMEDIATE"); note(db, i); complete(db, i); db.execute("COMMIT")
 
 
-PATTERNS = [("base", base), ("lease_today", lease_today), ("lease_folded", lease_folded)]
+PATTERNS = [("base", base), ("commit_time_nolookup", commit_time_nolookup), ("commit_time", commit_time),
+            ("lease_today", lease_today), ("lease_folded", lease_folded)]
+READER = [None]
 offset = 0
 for r in range(1, ROUNDS + 1):
     rates = {}
     for name, run in PATTERNS:
         db = open_db(os.path.join(DIR, "%s.db" % name))
+        READER[0] = sqlite3.connect(os.path.join(DIR, "%s.db" % name), isolation_level=None)
         start = time.perf_counter()
         for i in range(offset, offset + N):
             run(db, i)
         rates[name] = N / (time.perf_counter() - start)
+        READER[0].close()
         db.close()
     offset += N
     print(r, " ".join("%s %.0f (%.3f)" % (n, rates[n], rates[n] / rates["base"]) for n, _ in PATTERNS))

@@ -92,6 +92,23 @@ fn http_workloads_on_a_self_started_sqlite_server() {
             assert_eq!(side["errors"], 0, "{side}");
         }
     }
+    // The server the bench started, and the machine, from /proc (these tests run on Linux;
+    // 0 is possible, as /proc counts in 10 ms ticks); none for the storm and the mix, whose
+    // rounds mix classes of answers.
+    for workload in report["workloads"].as_array().unwrap() {
+        let mixes = workload["name"] == "storm" || workload["name"] == "mixed";
+        for side in workload["sides"].as_array().unwrap() {
+            for field in ["server_cpu_us", "machine_cpu_us"] {
+                let cpu = &side[field];
+                let expected = if mixes {
+                    cpu.is_null()
+                } else {
+                    cpu.is_number()
+                };
+                assert!(expected, "{field} in {side}");
+            }
+        }
+    }
 }
 
 #[test]

@@ -8,14 +8,16 @@
 //!
 //! The files: [`args`] the command line, [`client`] one keep-alive connection per worker,
 //! [`runner`] rounds and workers, [`workloads`] and [`storm`] over HTTP, [`ceiling`] and
-//! [`layer`] without HTTP, [`stats`] histograms, [`report`] tables and JSON, [`server`] and
-//! [`fixture`] the service and the database the bench starts and removes; [`limits`],
+//! [`layer`] without HTTP, [`stats`] histograms and [`cpu`] CPU times, [`report`] tables and
+//! JSON, [`server`] and [`fixture`] the service and the database the bench starts and
+//! removes; [`limits`],
 //! [`listing`] and [`printable`] keep a hostile service (`--url`) from growing the bench's
 //! memory, hanging it, or writing to the terminal through it.
 
 mod args;
 mod ceiling;
 mod client;
+mod cpu;
 mod fixture;
 mod layer;
 mod limits;

@@ -121,7 +121,16 @@ impl Report {
     /// The workloads' rows, then the ratios.
     pub(crate) fn tables(&self) -> String {
         let mut rows = table(&[
-            "workload", "side", "requests", "errors", "req/s", "p50 ms", "p99 ms", "p99.9 ms",
+            "workload",
+            "side",
+            "requests",
+            "errors",
+            "req/s",
+            "p50 ms",
+            "p99 ms",
+            "p99.9 ms",
+            "server CPU µs/req",
+            "machine CPU µs/req",
         ]);
         for workload in &self.workloads {
             for side in &workload.sides {
@@ -134,10 +143,12 @@ impl Report {
                     ms(side.p50_us),
                     ms(side.p99_us),
                     ms(side.p999_us),
+                    micros(side.server_cpu_us),
+                    micros(side.machine_cpu_us),
                 ]);
             }
         }
-        align_numbers(&mut rows, 2..8);
+        align_numbers(&mut rows, 2..10);
         let mut ratios = table(&["ratio", "measured", "target", "met"]);
         for ratio in &self.ratios {
             let met = match ratio.met {
@@ -192,6 +203,10 @@ fn align_numbers(table: &mut Table, columns: std::ops::Range<usize>) {
 
 fn ms(us: f64) -> String {
     format!("{:.3}", us / 1_000.0)
+}
+
+fn micros(us: Option<f64>) -> String {
+    us.map_or_else(|| "-".to_owned(), |us| format!("{us:.0}"))
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 use super::client::Conn;
+use super::cpu::Mark;
 use super::stats::Samples;
 
 /// How much each side of a workload runs, in total over its rounds.
@@ -89,6 +90,7 @@ pub(crate) async fn round<O: Op>(
         Budget::Time(_) => u64::MAX,
     }));
     let start = Instant::now();
+    let cpu = Mark::now();
     let deadline = match budget {
         Budget::Time(time) => start + time,
         Budget::Requests(_) => start + Duration::from_secs(24 * 3600),
@@ -114,6 +116,10 @@ pub(crate) async fn round<O: Op>(
     let elapsed = start.elapsed();
     for samples in &mut merged {
         samples.elapsed = elapsed;
+    }
+    // The CPU time of a round of several classes cannot be split between them.
+    if let [only] = merged.as_mut_slice() {
+        only.cpu = cpu.spent();
     }
     merged
 }
@@ -145,6 +151,7 @@ pub(crate) fn accumulate(side: &mut [Samples], round: &[Samples]) {
     for (into, from) in side.iter_mut().zip(round) {
         into.merge(from);
         into.elapsed += from.elapsed;
+        into.cpu += from.cpu;
     }
 }
 

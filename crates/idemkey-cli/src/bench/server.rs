@@ -59,11 +59,13 @@ impl Server {
         let addr = parse_listening(&line)?;
         // Later lines, if any, are read and dropped so the child never blocks on its stdout.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        super::cpu::watch_server(child.id());
         Ok(Self { child, addr })
     }
 
     /// Kills the server and waits for it to exit.
     pub(crate) async fn stop(mut self) {
+        super::cpu::watch_server(None);
         let _ = self.child.kill().await;
     }
 }

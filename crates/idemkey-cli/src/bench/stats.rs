@@ -6,6 +6,8 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use super::cpu::Spent;
+
 /// Latencies are recorded in nanoseconds, from 1 ns to 60 s, to 3 significant figures.
 const HIGHEST_NS: u64 = 60_000_000_000;
 
@@ -17,6 +19,8 @@ pub(crate) struct Samples {
     pub(crate) errors: BTreeMap<u16, u64>,
     /// Wall time this side ran for, summed over its rounds.
     pub(crate) elapsed: Duration,
+    /// CPU time spent while it ran, summed over its rounds (none for one class of several).
+    pub(crate) cpu: Spent,
 }
 
 impl Default for Samples {
@@ -28,6 +32,7 @@ impl Default for Samples {
             },
             errors: BTreeMap::new(),
             elapsed: Duration::ZERO,
+            cpu: Spent::default(),
         }
     }
 }
@@ -75,9 +80,14 @@ impl Samples {
     pub(crate) fn summary(&self, name: &str) -> SideSummary {
         let seconds = self.elapsed.as_secs_f64();
         let count = self.count();
+        let requests = count + self.error_count();
+        let per_request = |spent: Option<Duration>| {
+            let spent = spent?.as_secs_f64() * 1e6;
+            (requests > 0).then(|| spent / requests as f64)
+        };
         SideSummary {
             name: name.to_owned(),
-            requests: count + self.error_count(),
+            requests,
             errors: self.error_count(),
             error_statuses: self
                 .errors
@@ -94,6 +104,8 @@ impl Samples {
             p99_us: self.quantile_us(0.99),
             p999_us: self.quantile_us(0.999),
             max_us: self.quantile_us(1.0),
+            server_cpu_us: per_request(self.cpu.server),
+            machine_cpu_us: per_request(self.cpu.machine),
         }
     }
 }
@@ -121,6 +133,11 @@ pub(crate) struct SideSummary {
     pub(crate) p999_us: f64,
     /// Maximum.
     pub(crate) max_us: f64,
+    /// The server's CPU time per request, in microseconds, if the bench started it.
+    pub(crate) server_cpu_us: Option<f64>,
+    /// The machine's busy CPU time per request (client, server and database), in
+    /// microseconds, on Linux.
+    pub(crate) machine_cpu_us: Option<f64>,
 }
 
 #[cfg(test)]

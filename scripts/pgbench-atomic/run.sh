@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Atomic mode's statement patterns against the key-less create, by pgbench on a PostgreSQL,
+# without HTTP or Rust: what each pattern allows at best (issue 13). TPS relative to base:
+#   base                     BEGIN; note; COMMIT                                   (3 round trips)
+#   commit_time              lookup; BEGIN; note; completed record; COMMIT         (5)  serve's default
+#   commit_time_nolookup     BEGIN; note; completed record; COMMIT                 (4)  --no-lookup;
+#                                                                                  also the ceiling's two-row transaction
+#   claim_first              lookup; BEGIN; claim; note; completion; COMMIT        (6)  --strategy claim-first
+#   claim_first_nolookup     BEGIN; claim; note; completion; COMMIT                (5)
+#   *_pipelined              the same statements sent in one flight (pgbench's \startpipeline),
+#                            which sqlx, the driver idemkey uses, cannot do
+# Usage: run.sh [seconds] [clients] [rounds]; prints "round pattern tps" lines.
+set -euo pipefail
+cd "$(dirname "$0")"
+T=${1:-8}; C=${2:-16}; R=${3:-3}; URL=${PGURL:-postgres://postgres@127.0.0.1:5432/test}
+psql -q "$URL" -f setup.sql >/dev/null 2>&1
+for round in $(seq 1 "$R"); do
+  for s in base commit_time commit_time_nolookup claim_first claim_first_nolookup \
+      base_pipelined claim_first_pipelined; do
+    psql -q "$URL" -c 'TRUNCATE pb_notes, pb_records' >/dev/null 2>&1
+    tps=$(pgbench -n -M prepared -c "$C" -j 2 -T "$T" -f "$s.sql" "$URL" 2>&1 | awk '/^tps/ {print $3; exit}')
+    echo "$round $s $tps"
+  done
+done
+psql -q "$URL" -c 'DROP TABLE pb_notes, pb_records' >/dev/null 2>&1
