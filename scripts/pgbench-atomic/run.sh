@@ -9,6 +9,10 @@
 #   claim_first_nolookup     BEGIN; claim; note; completion; COMMIT                (5)
 #   *_pipelined              the same statements sent in one flight (pgbench's \startpipeline),
 #                            which sqlx, the driver idemkey uses, cannot do
+#   service_base             the notes service's key-less create, its own statement, on its own
+#                            tables (the migrations, in a schema idemkey_pgbench)
+#   service_commit_time      its keyed create as it sends it: the lookup and the record's upsert
+#                            with the database's clock, the note, BEGIN and COMMIT
 # Usage: run.sh [seconds] [clients] [rounds]; prints "round pattern tps" lines.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -23,3 +27,16 @@ for round in $(seq 1 "$R"); do
   done
 done
 psql -q "$URL" -c 'DROP TABLE pb_notes, pb_records' >/dev/null 2>&1
+
+# The service's own statements on its own tables.
+export PGOPTIONS="-c search_path=idemkey_pgbench"
+psql -q "$URL" -c 'DROP SCHEMA IF EXISTS idemkey_pgbench CASCADE' -c 'CREATE SCHEMA idemkey_pgbench' >/dev/null 2>&1
+psql -q "$URL" -f ../../crates/idemkey-sqlx/migrations/postgres/0001_records.sql >/dev/null 2>&1
+psql -q "$URL" -f ../../crates/idemkey-notes/migrations/postgres/0001_notes.sql >/dev/null 2>&1
+for round in $(seq 1 "$R"); do
+  for s in service_base service_commit_time; do
+    tps=$(pgbench -n -M prepared -c "$C" -j 2 -T "$T" -f "$s.sql" "$URL" 2>&1 | awk '/^tps/ {print $3; exit}')
+    echo "$round $s $tps"
+  done
+done
+psql -q "$URL" -c 'DROP SCHEMA idemkey_pgbench CASCADE' >/dev/null 2>&1
