@@ -29,12 +29,48 @@ const STORE_RETRY_AFTER: Duration = Duration::from_secs(1);
 const FIRST_POLL: Duration = Duration::from_millis(10);
 const MAX_POLL: Duration = Duration::from_millis(250);
 
+/// What the lookup made in the request's own task found.
+pub(crate) enum Looked {
+    /// A completed record: its replay.
+    Replayed(Response<Body>),
+    /// No record: the request's task claims without looking again.
+    Absent,
+    /// Anything else (a mismatch, a request in flight, a local duplicate not looked up):
+    /// [`run`] decides, waiting where configured.
+    Undecided,
+}
+
+/// The lookup, made in the request's own task: a replay needs no task of its own (only the
+/// work from the claim on must outlive the client, §6), and a read may be abandoned. A
+/// duplicate of an execution of this process is not looked up: [`run`] answers it from the
+/// execution, as before a lookup.
+pub(crate) async fn look_first<St: Store>(
+    store: &St,
+    running: &Running,
+    prepared: &Prepared,
+    config: &Config,
+) -> Result<Looked, Error> {
+    if running.duplicate(&prepared.claim).is_some() {
+        return Ok(Looked::Undecided);
+    }
+    let looked = look(store, &prepared.claim, config.expired_lease);
+    Ok(match timed("lookup", looked).await? {
+        Some(Begin::Replay(stored)) => {
+            outcome("replayed");
+            Looked::Replayed(replay_response(&stored, &prepared.parts.headers))
+        }
+        Some(_) => Looked::Undecided,
+        None => Looked::Absent,
+    })
+}
+
 /// Decides what a prepared request gets, and executes it if it holds the claim. `running`
 /// answers the duplicates of what this process is executing without asking the store;
-/// `transactions` offers the handler a transaction that completes the record.
+/// `transactions` offers the handler a transaction that completes the record. `looked`:
+/// [`look_first`] found no record, so the first attempt claims without looking again.
 pub(crate) async fn run<S, St, ResBody>(
     inner: S,
-    prepared: Prepared,
+    (prepared, looked): (Prepared, bool),
     (store, running, transactions): (St, Arc<Running>, MaybeTransactions),
     config: Arc<Config>,
 ) -> Result<Response<Body>, S::Error>
@@ -50,7 +86,8 @@ where
         Err(err) => return Ok(store_error(&err)),
     };
     let deadline = config.wait_in_flight.map(|bound| Instant::now() + bound);
-    let waited = begin_or_wait((&store, &running), &prepared.claim, &config, deadline).await;
+    let request = (&prepared.claim, looked);
+    let waited = begin_or_wait((&store, &running), request, &config, deadline).await;
     let (begun, claiming) = match waited {
         Ok(begun) => begun,
         Err(err) => return Ok(store_error(&err)),
@@ -133,11 +170,12 @@ async fn wait_for_local(mut ended: watch::Receiver<()>, deadline: Option<Instant
 /// registered.
 async fn begin_or_wait<St: Store>(
     (store, running): (&St, &Arc<Running>),
-    request: &ClaimRequest,
+    (request, looked): (&ClaimRequest, bool),
     config: &Config,
     deadline: Option<Instant>,
 ) -> Result<(Begin, Option<Claiming>), Error> {
-    let (mut begun, claiming) = begin_here((store, running), request, config, deadline).await?;
+    let here = (request, looked);
+    let (mut begun, claiming) = begin_here((store, running), here, config, deadline).await?;
     let Some(deadline) = deadline else {
         return Ok((begun, claiming));
     };
@@ -173,14 +211,16 @@ async fn begin_or_wait<St: Store>(
 /// flight", which the store would answer too.
 async fn begin_here<St: Store>(
     (store, running): (&St, &Arc<Running>),
-    request: &ClaimRequest,
+    (request, looked): (&ClaimRequest, bool),
     config: &Config,
     deadline: Option<Instant>,
 ) -> Result<(Begin, Option<Claiming>), Error> {
     if let Some(in_flight) = in_flight_here(running, request, config, deadline).await {
         return Ok((in_flight, None));
     }
-    if let Some(answer) = timed("lookup", look(store, request, config.expired_lease)).await? {
+    if !looked
+        && let Some(answer) = timed("lookup", look(store, request, config.expired_lease)).await?
+    {
         return Ok((answer, None));
     }
     let claiming = match running.claiming(request) {

@@ -12,6 +12,7 @@ use idemkey_core::{BoxError, Problem, Store, Verdict};
 use tower::Service;
 use tracing::{Instrument, Span, field};
 
+use crate::flow::Looked;
 use crate::observe::outcome;
 use crate::policy::judge;
 use crate::running::Running;
@@ -163,8 +164,14 @@ where
     let span = Span::current();
     span.record("operation", field::display(&prepared.claim.operation));
     span.record("key", prepared.claim.scope.key.short_hash());
+    let looked = match flow::look_first(&store, &running, &prepared, &config).await {
+        Ok(Looked::Replayed(response)) => return Ok(response),
+        Ok(looked) => matches!(looked, Looked::Absent),
+        Err(err) => return Ok(flow::store_error(&err)),
+    };
     // From the claim on, the work belongs to a task of its own: a dropped response future
     // (client gone, timeout layer) must not abandon a claim or a handler half-way (§6).
+    let prepared = (prepared, looked);
     let flow = flow::run(inner, prepared, (store, running, transactions), config);
     joined(executions.spawn(flow.in_current_span()).await)
 }
