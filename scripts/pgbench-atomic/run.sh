@@ -18,14 +18,8 @@ set -euo pipefail
 cd "$(dirname "$0")"
 T=${1:-8}; C=${2:-16}; R=${3:-3}; URL=${PGURL:-postgres://postgres@127.0.0.1:5432/test}
 psql -q "$URL" -f setup.sql >/dev/null 2>&1
-for round in $(seq 1 "$R"); do
-  for s in base commit_time commit_time_nolookup claim_first claim_first_nolookup \
-      base_pipelined claim_first_pipelined; do
-    psql -q "$URL" -c 'TRUNCATE pb_notes, pb_records' >/dev/null 2>&1
-    tps=$(pgbench -n -M prepared -c "$C" -j 2 -T "$T" -f "$s.sql" "$URL" 2>&1 | awk '/^tps/ {print $3; exit}')
-    echo "$round $s $tps"
-  done
-done
+../pgbench-rounds.sh "$T" "$C" "$R" "pb_notes, pb_records" base commit_time \
+  commit_time_nolookup claim_first claim_first_nolookup base_pipelined claim_first_pipelined
 psql -q "$URL" -c 'DROP TABLE pb_notes, pb_records' >/dev/null 2>&1
 
 # The service's own statements on its own tables.
@@ -33,10 +27,5 @@ export PGOPTIONS="-c search_path=idemkey_pgbench"
 psql -q "$URL" -c 'DROP SCHEMA IF EXISTS idemkey_pgbench CASCADE' -c 'CREATE SCHEMA idemkey_pgbench' >/dev/null 2>&1
 psql -q "$URL" -f ../../crates/idemkey-sqlx/migrations/postgres/0001_records.sql >/dev/null 2>&1
 psql -q "$URL" -f ../../crates/idemkey-notes/migrations/postgres/0001_notes.sql >/dev/null 2>&1
-for round in $(seq 1 "$R"); do
-  for s in service_base service_commit_time; do
-    tps=$(pgbench -n -M prepared -c "$C" -j 2 -T "$T" -f "$s.sql" "$URL" 2>&1 | awk '/^tps/ {print $3; exit}')
-    echo "$round $s $tps"
-  done
-done
+../pgbench-rounds.sh "$T" "$C" "$R" "" service_base service_commit_time
 psql -q "$URL" -c 'DROP SCHEMA idemkey_pgbench CASCADE' >/dev/null 2>&1

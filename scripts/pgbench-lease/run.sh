@@ -11,11 +11,6 @@ set -euo pipefail
 cd "$(dirname "$0")"
 T=${1:-8}; C=${2:-16}; R=${3:-3}; URL=${PGURL:-postgres://postgres@127.0.0.1:5432/test}
 psql -q "$URL" -f setup.sql >/dev/null 2>&1
-for round in $(seq 1 "$R"); do
-  for s in base lease_today lease_folded lease_folded_nolookup; do
-    psql -q "$URL" -c 'TRUNCATE pl_notes, pl_records' >/dev/null 2>&1
-    tps=$(pgbench -n -M prepared -c "$C" -j 2 -T "$T" -f "$s.sql" "$URL" 2>&1 | awk '/^tps/ {print $3; exit}')
-    echo "$round $s $tps"
-  done
-done
+../pgbench-rounds.sh "$T" "$C" "$R" "pl_notes, pl_records" base lease_today lease_folded \
+  lease_folded_nolookup
 psql -q "$URL" -c 'DROP TABLE pl_notes, pl_records' >/dev/null 2>&1
