@@ -4,6 +4,11 @@
 //! completion (or release) is rejected by the fencing token. Leases run on the database's
 //! clock: B is refused while the lease lives, and takes over once it has run out.
 //!
+//! Both completions: with `--separate-completion` A answers its client with B's note (its
+//! handler found it) and its late completion is refused; as served, the completion is the
+//! last statement of A's note transaction, which the fencing makes roll back whole, and A's
+//! client is told `request-in-flight`.
+//!
 //! A is held inside its note insert by a trigger that waits for an advisory lock the test
 //! holds; the first executor only (it takes a second lock first), so B's insert goes through.
 //! Needs `IDEMKEY_TEST_PG_URL` (skipped loudly outside CI).
@@ -21,13 +26,28 @@ const KEY: &str = "stale-owner";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_owners_late_completion_is_fenced_off() {
-    stale_owner(false).await;
+    stale_owner(false, SEPARATE).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_owners_late_release_is_fenced_off() {
-    stale_owner(true).await;
+    stale_owner(true, SEPARATE).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_owners_note_transaction_rolls_back_at_its_completion() {
+    stale_owner(false, IN_TRANSACTION).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_owners_late_release_is_fenced_off_as_served() {
+    stale_owner(true, IN_TRANSACTION).await;
+}
+
+/// Lease mode's completion: in a transaction of its own after the note's...
+const SEPARATE: bool = true;
+/// ...or as the note transaction's last statement (`idemkey serve`'s default).
+const IN_TRANSACTION: bool = false;
 
 /// Installs the trigger; returns the test's connection holding the gate lock, and the lock.
 async fn hold_first_executor(db: &Db, fail_after: bool) -> (PgConnection, i64) {
@@ -60,20 +80,15 @@ async fn hold_first_executor(db: &Db, fail_after: bool) -> (PgConnection, i64) {
     (conn, gate)
 }
 
-async fn stale_owner(fail_after: bool) {
+async fn stale_owner(fail_after: bool, separate: bool) {
     let dir = tempfile::tempdir().unwrap();
     let Some(db) = Db::create(Backend::Postgres, dir.path()).await else {
         return;
     };
-    let args = [
-        "--mode",
-        "lease",
-        "--separate-completion",
-        "--lease",
-        "1s",
-        "--secret",
-        "shared",
-    ];
+    let mut args = vec!["--mode", "lease", "--lease", "1s", "--secret", "shared"];
+    if separate {
+        args.push("--separate-completion");
+    }
     let spec = ServeSpec::new(db.url(), dir.path(), &args);
     let (a, b) = (spec.start(), spec.start());
     let (mut gate_conn, gate) = hold_first_executor(&db, fail_after).await;
@@ -90,7 +105,7 @@ async fn stale_owner(fail_after: bool) {
     let unlock = sqlx::query("SELECT pg_advisory_unlock($1)").bind(gate);
     unlock.execute(&mut gate_conn).await.unwrap();
     let late = first.await.unwrap().unwrap();
-    a_is_fenced_off(&a, &client, late, fail_after, &b_body).await;
+    a_is_fenced_off(&a, &client, late, (fail_after, separate), &b_body).await;
     settled(&db, &b, &client, &b_body).await;
 }
 
@@ -117,17 +132,21 @@ async fn takes_over(db: &Db, b: &Serve, client: &reqwest::Client) -> serde_json:
     taken.json().await.unwrap()
 }
 
-/// A answers its client (B's note, or its handler's failure), and its late completion or
-/// release was rejected: `/metrics` counts one `lease_lost`.
+/// A answers its client (B's note, its handler's failure, or in flight where its note
+/// transaction rolled back), and its late completion or release was rejected: `/metrics`
+/// counts one `lease_lost`.
 async fn a_is_fenced_off(
     a: &Serve,
     client: &reqwest::Client,
     late: reqwest::Response,
-    fail_after: bool,
+    (fail_after, separate): (bool, bool),
     b_body: &serde_json::Value,
 ) {
     if fail_after {
         assert_eq!(late.status(), 500, "A's handler failed after waking up");
+    } else if !separate {
+        assert_eq!(late.status(), 409, "A's transaction rolled back");
+        assert_eq!(reliability::problem_slug(late).await, "request-in-flight");
     } else {
         assert_eq!(late.status(), 201);
         let a_body: serde_json::Value = late.json().await.unwrap();
