@@ -66,6 +66,12 @@ impl<S, St> Idempotency<S, St> {
         self.transactions = transactions;
         self
     }
+
+    /// The store its records are kept in.
+    #[cfg(feature = "sqlx")]
+    pub(crate) fn store(&self) -> &St {
+        &self.store
+    }
 }
 
 impl<S, St, ReqBody, ResBody> Service<Request<ReqBody>> for Idempotency<S, St>

@@ -9,8 +9,8 @@ use idemkey_sqlx::{Backend, SqlxStore};
 
 use super::TxSlot;
 use super::tx::{Returned, end};
-use crate::IdempotencyLayer;
 use crate::transactions::{MaybeTransactions, Offered, Transactions};
+use crate::{Idempotency, IdempotencyLayer};
 
 impl<DB: Backend> IdempotencyLayer<SqlxStore<DB>> {
     /// The same layer, offering each handler a [`Tx`](super::Tx) on the store's database
@@ -29,10 +29,24 @@ impl<DB: Backend> IdempotencyLayer<SqlxStore<DB>> {
     /// writer until the handler answers: take it after slow external calls, not before.
     #[must_use]
     pub fn transactional(mut self) -> Self {
-        let transactions = LeaseTransactions(self.store.clone());
-        self.transactions = MaybeTransactions(Some(Arc::new(transactions)));
+        self.transactions = lease_transactions(&self.store);
         self
     }
+}
+
+impl<S, DB: Backend> Idempotency<S, SqlxStore<DB>> {
+    /// The same service, offering each handler a [`Tx`](super::Tx) whose last statement
+    /// completes the record: [`IdempotencyLayer::transactional`], for a service built with
+    /// [`Idempotency::new`].
+    #[must_use]
+    pub fn transactional(self) -> Self {
+        let transactions = lease_transactions(self.store());
+        self.with_transactions(transactions)
+    }
+}
+
+fn lease_transactions<DB: Backend>(store: &SqlxStore<DB>) -> MaybeTransactions {
+    MaybeTransactions(Some(Arc::new(LeaseTransactions(store.clone()))))
 }
 
 /// [`Transactions`] on a sqlx store: a lazy [`TxSlot`] per execution.

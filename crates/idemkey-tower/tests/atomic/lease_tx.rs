@@ -7,11 +7,23 @@ async fn lease() -> TestServer {
     TestServer::start_with(Layer::LeaseTx, None).await
 }
 
+/// The first two cases again, on a service built with `Idempotency::new(..).transactional()`.
+#[tokio::test]
+async fn idempotency_new_is_transactional_too() {
+    let s = TestServer::start_with(Layer::LeaseTxService, None).await;
+    the_claim_commits_first_and_the_note_commits_with_its_record_on(&s).await;
+    let s = TestServer::start_with(Layer::LeaseTxService, None).await;
+    a_lease_lost_before_completion_rolls_the_handler_back_on(&s).await;
+}
+
 #[tokio::test]
 async fn the_claim_commits_first_and_the_note_commits_with_its_record() {
-    let s = lease().await;
+    the_claim_commits_first_and_the_note_commits_with_its_record_on(&lease().await).await;
+}
+
+async fn the_claim_commits_first_and_the_note_commits_with_its_record_on(s: &TestServer) {
     let first = s.post_in_background("k", Behaviour::WaitAfterInsert);
-    s.handler_entered.notified().await;
+    s.entered().await;
     // The handler has written its note and waits: the claim is committed, in flight, and
     // the note is not (a reader sees the record, not the note).
     assert_eq!(s.counts().await, (0, 1));
@@ -28,9 +40,12 @@ async fn the_claim_commits_first_and_the_note_commits_with_its_record() {
 
 #[tokio::test]
 async fn a_lease_lost_before_completion_rolls_the_handler_back() {
-    let s = lease().await;
+    a_lease_lost_before_completion_rolls_the_handler_back_on(&lease().await).await;
+}
+
+async fn a_lease_lost_before_completion_rolls_the_handler_back_on(s: &TestServer) {
     let first = s.post_in_background("k", Behaviour::WaitBeforeTx);
-    s.handler_entered.notified().await;
+    s.entered().await;
     // Another executor takes the record over, as after an expired lease: the token moves on.
     sqlx::query("UPDATE idemkey_records SET token = token + 1")
         .execute(s.store.pool())
@@ -88,7 +103,7 @@ async fn requests_without_a_key_commit_by_the_policy() {
 async fn a_client_gone_mid_handler_still_commits() {
     let s = lease().await;
     let client = s.post_in_background("k", Behaviour::WaitAfterInsert);
-    s.handler_entered.notified().await;
+    s.entered().await;
     client.abort();
     assert!(client.await.unwrap_err().is_cancelled());
     s.release_handler.notify_one();

@@ -7,12 +7,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{post, post_service};
 use axum::{Extension, Router, middleware};
 use idemkey_sqlx::SqliteStore;
 use idemkey_sqlx::failpoints::{Hook, Point};
 use idemkey_tower::atomic::{AtomicIdempotencyLayer, DbError, Tx};
-use idemkey_tower::{Actor, Config, IdempotencyLayer, NotExecuted};
+use idemkey_tower::{Actor, Config, Idempotency, IdempotencyLayer, NotExecuted};
 use sqlx::Sqlite;
 use tokio::sync::Notify;
 
@@ -36,6 +36,8 @@ pub enum Layer {
     Atomic,
     /// `IdempotencyLayer::transactional`.
     LeaseTx,
+    /// The same, as a service built with `Idempotency::new(..).transactional()`.
+    LeaseTxService,
 }
 
 #[derive(Clone)]
@@ -141,6 +143,7 @@ impl TestServer {
             store = store.with_failpoints(hook);
         }
         let (entered, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+        let state = Arc::new((entered.clone(), release.clone()));
         let config = Config::default().require_key(false);
         let route = match kind {
             Layer::Atomic => {
@@ -148,11 +151,15 @@ impl TestServer {
             }
             Layer::LeaseTx => post(lease_handler)
                 .layer(IdempotencyLayer::with_config(store.clone(), config).transactional()),
+            Layer::LeaseTxService => {
+                let inner = post(lease_handler).with_state(state.clone());
+                post_service(Idempotency::new(inner, store.clone(), config).transactional())
+            }
         };
         let app = Router::new()
             .route("/notes", route)
             .layer(middleware::map_request(authenticate))
-            .with_state(Arc::new((entered.clone(), release.clone())));
+            .with_state(state);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -164,6 +171,14 @@ impl TestServer {
             client: reqwest::Client::new(),
             _dir: Arc::new(dir),
         }
+    }
+
+    /// Waits until a handler signals it was entered; a handler that never is (its request
+    /// failed before it) fails the test instead of hanging it.
+    pub async fn entered(&self) {
+        let entered = self.handler_entered.notified();
+        let waited = tokio::time::timeout(std::time::Duration::from_secs(30), entered).await;
+        waited.expect("no handler was entered");
     }
 
     fn request(&self, behaviour: Behaviour) -> reqwest::RequestBuilder {
