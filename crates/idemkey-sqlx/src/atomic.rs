@@ -214,10 +214,7 @@ impl<DB: Backend> SqlxStore<DB> {
         }
         .await;
         if let Err(error) = stored {
-            if let Err(rollback) = tx.rollback().await {
-                // Nothing commits either way: the connection is closed, not reused.
-                tracing::warn!(error = %rollback, "rollback after a failed completion failed");
-            }
+            crate::execute::rollback(Some(tx)).await;
             return Err(error);
         }
         tx.commit().await.map_err(DB::commit_error)

@@ -249,7 +249,9 @@ pub(crate) fn store_error(err: &Error) -> Response<Body> {
             outcome("outcome_unknown");
             return problem_response(&Problem::new(ProblemKind::OutcomeUnknown));
         }
-        Error::Unavailable(_) | Error::Contention => {}
+        Error::Unavailable(_) | Error::Contention => {
+            tracing::warn!(error = %err, "idempotency store unavailable; the request was not executed");
+        }
         Error::ActorCap { cap, retry_after } => {
             tracing::info!(%cap, "actor cap reached; the request was not executed");
             outcome("actor_cap");
@@ -262,11 +264,8 @@ pub(crate) fn store_error(err: &Error) -> Response<Body> {
         }
         _ => {
             tracing::error!(error = %err, "idempotency store failed; the request was not executed");
-            outcome("store_error");
-            return problem_response(&store_failure(err, "the request was not executed"));
         }
     }
-    tracing::warn!(error = %err, "idempotency store unavailable; the request was not executed");
     outcome("store_error");
     problem_response(&store_failure(err, "the request was not executed"))
 }

@@ -80,7 +80,8 @@ impl Samples {
     pub(crate) fn summary(&self, name: &str) -> SideSummary {
         let seconds = self.elapsed.as_secs_f64();
         let count = self.count();
-        let requests = count + self.error_count();
+        let errors = self.error_count();
+        let requests = count + errors;
         let per_request = |spent: Option<Duration>| {
             let spent = spent?.as_secs_f64() * 1e6;
             (requests > 0).then(|| spent / requests as f64)
@@ -88,7 +89,7 @@ impl Samples {
         SideSummary {
             name: name.to_owned(),
             requests,
-            errors: self.error_count(),
+            errors,
             error_statuses: self
                 .errors
                 .iter()
