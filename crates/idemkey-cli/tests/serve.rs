@@ -491,8 +491,8 @@ async fn sigterm_lets_an_in_flight_request_finish() {
             .await
             .unwrap();
         let request = tokio::spawn(create(&f.client, &f.server, ALICE, Some(b"k"), HELLO).send());
-        // Wait until the server has the request (its connection is open), then stop it.
-        wait_for_connection(&f.server).await;
+        // Wait until the server runs the request, then stop it.
+        wait_for_execution(&f.client, &f.server).await;
         let pid = f.server.child.id().to_string();
         assert!(
             std::process::Command::new("kill")
@@ -520,21 +520,29 @@ async fn sigterm_lets_an_in_flight_request_finish() {
     }
 }
 
-/// Polls the kernel's socket table until the server has an established connection.
-async fn wait_for_connection(server: &Server) {
-    let port = format!(":{:04X}", server.addr.port());
+/// Polls `/metrics` until the server runs one execution: the request has been read and is
+/// inside the layer, where a graceful shutdown must let it finish. (An open connection alone
+/// is not enough: one whose request hyper has not read yet is closed as idle.)
+async fn wait_for_execution(client: &reqwest::Client, server: &Server) {
     for _ in 0..500 {
-        let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
-        // State 01 is ESTABLISHED; the server side has our port as its local address.
-        if table.lines().any(|l| {
-            let cols: Vec<&str> = l.split_whitespace().collect();
-            cols.len() > 3 && cols[1].ends_with(&port) && cols[3] == "01"
-        }) {
+        let text = client
+            .get(server.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let running = text
+            .lines()
+            .find_map(|line| line.strip_prefix("idemkey_executions "))
+            .and_then(|value| value.trim().parse::<f64>().ok());
+        if running == Some(1.0) {
             return;
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
-    panic!("no connection reached the server");
+    panic!("the request never reached an execution");
 }
 
 /// `--problem-base` names where the API documents its problem types.

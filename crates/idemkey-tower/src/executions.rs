@@ -33,13 +33,18 @@ impl Executions {
         Self::default()
     }
 
-    /// Runs `future` in a task of its own, counted until it ends.
+    /// Runs `future` in a task of its own, counted until it ends, and in the
+    /// `idemkey_executions` gauge: what a graceful shutdown will wait for.
     pub(crate) fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.0.spawn(future)
+        let running = Running::start();
+        self.0.spawn(async move {
+            let _running = running;
+            future.await
+        })
     }
 
     /// How many executions are running.
@@ -57,5 +62,22 @@ impl Executions {
     pub async fn wait(&self) {
         self.0.close();
         self.0.wait().await;
+    }
+}
+
+/// One execution in the `idemkey_executions` gauge, until dropped: when its task ends, panics
+/// or is aborted.
+struct Running;
+
+impl Running {
+    fn start() -> Self {
+        metrics::gauge!("idemkey_executions").increment(1.0);
+        Self
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        metrics::gauge!("idemkey_executions").decrement(1.0);
     }
 }
