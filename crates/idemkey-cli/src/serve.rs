@@ -45,9 +45,14 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 pub(crate) fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Colours only on a terminal, and not with NO_COLOR (no-color.org): a log file or a
+    // collector would get escape codes.
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr()) && !no_color;
     // A second initialisation (tests running serve twice in one process) is harmless.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr)
         .try_init();
 }

@@ -565,3 +565,46 @@ async fn problem_types_can_point_to_the_apis_own_documentation() {
         "https://api.example.test/problems/key-missing"
     );
 }
+
+/// Logs written to a file (not a terminal) are plain text: no colour escape codes.
+#[tokio::test]
+async fn logs_to_a_file_carry_no_escape_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("stderr.log");
+    let db = format!("sqlite://{}", dir.path().join("notes.db").display());
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_idemkey"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--database-url", &db])
+        .args(["--token", "alice=alice-secret"])
+        .env("RUST_LOG", "debug")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let line = std::io::BufRead::lines(std::io::BufReader::new(stdout))
+        .next()
+        .unwrap()
+        .unwrap();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap();
+    let response = reqwest::Client::new()
+        .post(format!("http://{addr}/v1/notes"))
+        .header("authorization", format!("Bearer {ALICE}"))
+        .header("idempotency-key", "k")
+        .header("content-type", "application/json")
+        .body(HELLO)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("DEBUG"), "the debug log was written: {text}");
+    assert!(!text.contains('\u{1b}'), "no escape codes: {text:.300}");
+}
