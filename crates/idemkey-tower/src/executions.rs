@@ -40,6 +40,10 @@ impl Executions {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
+        // Boxed once, here: an execution's future holds the handler's and the store's state
+        // machines (about 13 KB for the notes service), and the task tracker and tokio's
+        // spawn each move what they are given, which copied it three more times.
+        let future = Box::pin(future);
         let running = Running::start();
         self.0.spawn(async move {
             let _running = running;
