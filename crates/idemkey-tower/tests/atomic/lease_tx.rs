@@ -1,6 +1,12 @@
 //! Lease mode with `IdempotencyLayer::transactional`: the claim commits first, then the
 //! handler's writes and the record's completion commit together, or not at all.
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use idemkey_sqlx::DEFAULT_BUSY_TIMEOUT;
+use idemkey_tower::Config;
+
 use crate::server::{Behaviour, Layer, TestServer};
 
 async fn lease() -> TestServer {
@@ -114,4 +120,64 @@ async fn a_client_gone_mid_handler_still_commits() {
     let retry = s.post("k", Behaviour::Create).await;
     assert_eq!(retry.headers()["idempotent-replayed"], "true");
     assert_eq!(s.counts().await, (1, 1));
+}
+
+/// On SQLite, an owner stalled inside its transaction holds the database's one writer. Past
+/// its lease, another executor (B: a store of its own on the same file, as another process
+/// would be) cannot take the key over: its claim waits for the writer, and B answers 503
+/// `store-unavailable` without executing. When the owner goes on, its completion stands (no
+/// one took its token), and B replays it. (On PostgreSQL the takeover goes through and the
+/// owner's transaction is fenced off: idemkey-cli's `tests/stale.rs`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_sqlite_an_owner_stalled_in_its_transaction_keeps_the_key() {
+    let config = || {
+        Config::default()
+            .require_key(false)
+            .lease(Duration::from_millis(500))
+    };
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let a = TestServer::start_on(dir, (Layer::LeaseTx, config()), None, DEFAULT_BUSY_TIMEOUT).await;
+    let b = a
+        .another(Layer::LeaseTx, config(), Duration::from_millis(300))
+        .await;
+    let first = a.post_in_background("k", Behaviour::WaitAfterInsert);
+    a.entered().await;
+    // A's note is written and its transaction open; its lease runs out by the database's
+    // clock (renewing it would need the writer A's own transaction holds).
+    let expired = "SELECT lease_until <= CAST(unixepoch('subsec') * 1000 AS INTEGER) \
+                   FROM idemkey_records";
+    let mut waited = 0;
+    while !sqlx::query_scalar::<_, bool>(expired)
+        .fetch_one(b.store.pool())
+        .await
+        .unwrap()
+    {
+        waited += 1;
+        assert!(waited < 1000, "the lease never ran out");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let refused = b.post("k", Behaviour::Create).await;
+    assert_eq!(refused.status(), 503, "B cannot take over");
+    assert_eq!(refused.headers()["retry-after"], "1");
+    let problem: serde_json::Value =
+        serde_json::from_slice(&refused.bytes().await.unwrap()).unwrap();
+    assert!(
+        problem["type"]
+            .as_str()
+            .unwrap()
+            .ends_with("store-unavailable"),
+        "{problem}"
+    );
+    assert_eq!(b.record().await, (0, 1), "still A's claim, token 1");
+    assert_eq!(b.counts().await, (0, 1), "B wrote nothing");
+
+    a.release_handler.notify_one();
+    let first = first.await.unwrap();
+    assert_eq!(first.status(), 201, "A's completion stands");
+    assert!(first.headers().get("idempotent-replayed").is_none());
+    assert_eq!(b.record().await, (2, 1), "completed under A's token");
+    let retry = b.post("k", Behaviour::Create).await;
+    assert_eq!(retry.status(), 201);
+    assert_eq!(retry.headers()["idempotent-replayed"], "true");
+    assert_eq!(b.counts().await, (1, 1), "one note");
 }

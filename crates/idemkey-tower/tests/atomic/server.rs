@@ -3,14 +3,15 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{post, post_service};
 use axum::{Extension, Router, middleware};
-use idemkey_sqlx::SqliteStore;
 use idemkey_sqlx::failpoints::{Hook, Point};
+use idemkey_sqlx::{DEFAULT_BUSY_TIMEOUT, SqliteStore};
 use idemkey_tower::atomic::{AtomicIdempotencyLayer, DbError, Tx};
 use idemkey_tower::{Actor, Config, Idempotency, IdempotencyLayer, NotExecuted};
 use sqlx::Sqlite;
@@ -132,10 +133,31 @@ impl TestServer {
     }
 
     pub async fn start_with(kind: Layer, hook: Option<Hook>) -> Self {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = Arc::new(tempfile::tempdir().unwrap());
+        let config = Config::default().require_key(false);
+        Self::start_on(dir, (kind, config), hook, DEFAULT_BUSY_TIMEOUT).await
+    }
+
+    /// Another server, with a store of its own, on this one's database file: what a second
+    /// process would be, to the database.
+    pub async fn another(&self, kind: Layer, config: Config, busy_timeout: Duration) -> Self {
+        Self::start_on(self._dir.clone(), (kind, config), None, busy_timeout).await
+    }
+
+    /// A server of `kind` with `config` on the database in `dir`, whose store waits
+    /// `busy_timeout` for another connection's write lock.
+    pub async fn start_on(
+        dir: Arc<tempfile::TempDir>,
+        (kind, config): (Layer, Config),
+        hook: Option<Hook>,
+        busy_timeout: Duration,
+    ) -> Self {
         let url = format!("sqlite://{}", dir.path().join("atomic.db").display());
-        let mut store = SqliteStore::connect(&url).await.unwrap();
-        sqlx::query("CREATE TABLE note (id TEXT PRIMARY KEY)")
+        let options = SqliteStore::connect_options(&url)
+            .unwrap()
+            .busy_timeout(busy_timeout);
+        let mut store = SqliteStore::connect_with(options).await.unwrap();
+        sqlx::query("CREATE TABLE IF NOT EXISTS note (id TEXT PRIMARY KEY)")
             .execute(store.pool())
             .await
             .unwrap();
@@ -144,7 +166,6 @@ impl TestServer {
         }
         let (entered, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
         let state = Arc::new((entered.clone(), release.clone()));
-        let config = Config::default().require_key(false);
         let route = match kind {
             Layer::Atomic => {
                 post(handler).layer(AtomicIdempotencyLayer::with_config(store.clone(), config))
@@ -169,7 +190,7 @@ impl TestServer {
             handler_entered: entered,
             release_handler: release,
             client: reqwest::Client::new(),
-            _dir: Arc::new(dir),
+            _dir: dir,
         }
     }
 
