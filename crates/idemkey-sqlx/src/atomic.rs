@@ -8,10 +8,10 @@ use idemkey_core::{
     decide, previous_attempt_unknown, retry_after,
 };
 use sqlx::Transaction;
-use tokio::sync::watch;
+use sqlx::pool::PoolConnection;
 
 use crate::failpoints::Point;
-use crate::local::{LocalTurn, Settled, Turn};
+use crate::local::{Leader, LocalTurn, Settled, Turn};
 use crate::{Backend, Looked, SqlxStore};
 
 /// An open write transaction that holds the claim of a scope as its first statement.
@@ -117,7 +117,14 @@ impl<DB: Backend> SqlxStore<DB> {
         if let Some(answer) = self.cached_answer(request, on_expired) {
             return Ok(answer.into());
         }
-        let mut conn = self.conn().await?;
+        let mut conn = match self.connect_unless_led(request).await? {
+            Ok(conn) => conn,
+            Err(leader) => {
+                self.hit(Point::Follow).await?;
+                return Box::pin(self.after_leader(request, on_expired, leader, deadline)).await;
+            }
+        };
+        self.hit(Point::BeforeLookup).await?;
         if let Looked::Answer(answer) = self.look_up_on(&mut conn, request, on_expired).await? {
             return Ok(answer.into());
         }
@@ -128,6 +135,7 @@ impl<DB: Backend> SqlxStore<DB> {
         let mut turn = match self.local.as_ref().map(|local| local.take(request)) {
             Some(Turn::Follow(leader)) => {
                 drop(conn);
+                self.hit(Point::Follow).await?;
                 return Box::pin(self.after_leader(request, on_expired, leader, deadline)).await;
             }
             Some(Turn::Lead(turn)) => Some(turn),
@@ -222,6 +230,22 @@ impl<DB: Backend> SqlxStore<DB> {
 }
 
 impl<DB: Backend> SqlxStore<DB> {
+    /// A connection for the request's lookup, unless another request of this process
+    /// already has its turn on the scope: then (`Err`) the receiver to wait on it with, and
+    /// the lookup is not made, since the waiting decides on what that request commits. Asked
+    /// again once the connection is had, which may take a while under load.
+    pub(crate) async fn connect_unless_led(
+        &self,
+        request: &ClaimRequest,
+    ) -> Result<std::result::Result<PoolConnection<DB>, Leader>> {
+        let led = || self.local.as_ref()?.follow(&request.scope);
+        if let Some(leader) = led() {
+            return Ok(Err(leader));
+        }
+        let conn = self.conn().await?;
+        Ok(led().map_or(Ok(conn), Err))
+    }
+
     /// A duplicate of a request this process is claiming: waits for it, answers from the
     /// record it committed (or in flight if it waited past the bound), or begins again from
     /// the lookup when it ended without either. One bound, like a claim waiting on the
@@ -230,7 +254,7 @@ impl<DB: Backend> SqlxStore<DB> {
         &self,
         request: &ClaimRequest,
         on_expired: ExpiredLease,
-        mut leader: watch::Receiver<Option<Settled>>,
+        mut leader: Leader,
         deadline: Option<Instant>,
     ) -> Result<AtomicBegin<DB>> {
         let in_flight = || {

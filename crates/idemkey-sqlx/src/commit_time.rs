@@ -14,7 +14,7 @@ use sqlx::Transaction;
 use crate::SqlxStore;
 use crate::execute::{exhausted, retryable, rollback};
 use crate::failpoints::Point;
-use crate::local::{LocalTurn, Turn};
+use crate::local::{Leader, LocalTurn, Turn};
 use crate::{
     AtomicError, AtomicHandler, AtomicOptions, AtomicResponse, Backend, Folded, Looked, Outcome,
 };
@@ -56,7 +56,11 @@ impl<DB: Backend> SqlxStore<DB> {
                 return Ok(answer.into());
             }
             if options.lookup {
-                let mut looked_up = self.conn().await?;
+                let mut looked_up = match self.connect_unless_led(request).await? {
+                    Ok(conn) => conn,
+                    Err(leader) => return self.follow(request, options, handler, leader).await,
+                };
+                self.hit(Point::BeforeLookup).await?;
                 match self
                     .look_up_on(&mut looked_up, request, options.on_expired)
                     .await?
@@ -76,16 +80,9 @@ impl<DB: Backend> SqlxStore<DB> {
             }
             self.hit(Point::AfterLookup).await?;
             let turn = match self.local.as_ref().map(|local| local.take(request)) {
-                // A duplicate in this process is already running: wait for its answer
-                // rather than run speculatively only to roll back; claim if it has none.
                 Some(Turn::Follow(leader)) => {
                     drop(conn);
-                    let begun = self
-                        .after_leader(request, options.on_expired, leader, None)
-                        .await?;
-                    return self
-                        .execute_claim_first(request, options, handler, Some(begun))
-                        .await;
+                    return self.follow(request, options, handler, leader).await;
                 }
                 Some(Turn::Lead(turn)) => Some(turn),
                 None => None,
@@ -104,6 +101,23 @@ impl<DB: Backend> SqlxStore<DB> {
             }
         }
         Err(exhausted(attempts).into())
+    }
+
+    /// A duplicate in this process is already running: waits for its answer rather than run
+    /// speculatively only to roll back; claims if it has none.
+    async fn follow<H: AtomicHandler<DB>>(
+        &self,
+        request: &ClaimRequest,
+        options: &AtomicOptions,
+        handler: &mut H,
+        leader: Leader,
+    ) -> Result<Outcome<H::Response>, AtomicError<H::Error>> {
+        self.hit(Point::Follow).await?;
+        let begun = self
+            .after_leader(request, options.on_expired, leader, None)
+            .await?;
+        self.execute_claim_first(request, options, handler, Some(begun))
+            .await
     }
 
     /// Runs the handler in `tx`, then inserts the completed record and commits.

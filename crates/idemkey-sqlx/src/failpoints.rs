@@ -6,8 +6,14 @@
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Point {
+    /// Atomic mode: before an execution's read-only lookup, the scope's turn in this process
+    /// taken (its duplicates here wait for it).
+    BeforeLookup,
     /// Atomic mode: after the read-only lookup found no record, before the write transaction.
     AfterLookup,
+    /// Atomic mode: a duplicate of a request this process is already on, before it waits
+    /// for that request's answer (it neither looks up nor claims meanwhile).
+    Follow,
     /// Before the claim statement: inside atomic mode's transaction, before its first
     /// statement (commit-time: before the handler, whose record is inserted last), or (lease mode,
     /// [`idemkey_core::Store::try_claim`]) before taking the connection the claim, a

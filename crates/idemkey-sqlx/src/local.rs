@@ -3,10 +3,13 @@
 //!
 //! A request whose scope another request of the same store is already claiming waits for that
 //! one to end instead of queueing for SQLite's writer or a PostgreSQL row lock only to find
-//! the record there. When the first one commits, it hands its record (as committed) to the
-//! waiting ones, which answer from it as from a lookup; when it ends without a record, they
-//! look again (and the next one claims). The database stays the arbiter: across processes
-//! and instances, and whenever the wait is cut short.
+//! the record there; one that arrives once the other has its turn does not even read the
+//! record first (nor take a connection for it). When the first one commits, it hands its
+//! record (as committed) to the waiting ones, which answer from it as from a lookup; when it
+//! ends without a record, they look again (and the next one claims). A lookup's result is
+//! never handed on: each request reads for itself, so no answer predates its request. The
+//! database stays the arbiter: across processes and instances, and whenever the wait is cut
+//! short.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -27,6 +30,10 @@ pub(crate) enum Settled {
 
 type Sender = watch::Sender<Option<Settled>>;
 
+/// What a duplicate waits on: the request of its scope that has the turn, until it settles
+/// (`changed()` is `Ok`) or ends without settling (`Err`: the channel closed).
+pub(crate) type Leader = watch::Receiver<Option<Settled>>;
+
 /// The scopes this store's requests are claiming, each with the channel its duplicates wait
 /// on.
 #[derive(Debug, Default)]
@@ -38,9 +45,8 @@ pub(crate) struct LocalClaims {
 pub(crate) enum Turn {
     /// Claim; duplicates wait until this is dropped.
     Lead(Box<LocalTurn>),
-    /// Another request is claiming: wait until it settles (`changed()` is `Ok`) or ends
-    /// without settling (`Err`: the channel closed).
-    Follow(watch::Receiver<Option<Settled>>),
+    /// Another request is claiming: wait on it.
+    Follow(Leader),
 }
 
 /// A request's turn at claiming a scope; dropping it wakes the duplicates.
@@ -55,6 +61,19 @@ pub(crate) struct LocalTurn {
 }
 
 impl LocalClaims {
+    /// Whether a request of this store has its turn on `scope` now.
+    pub(crate) fn is_taken(&self, scope: &Scope) -> bool {
+        let claiming = self.claiming.lock().unwrap_or_else(PoisonError::into_inner);
+        claiming.contains_key(scope)
+    }
+
+    /// Waits on the request of this store that has its turn on `scope`, if one has: the
+    /// receiver of [`Turn::Follow`], without taking a turn when none is taken.
+    pub(crate) fn follow(&self, scope: &Scope) -> Option<Leader> {
+        let claiming = self.claiming.lock().unwrap_or_else(PoisonError::into_inner);
+        claiming.get(scope).map(|leader| leader.subscribe())
+    }
+
     pub(crate) fn take(self: &Arc<Self>, request: &ClaimRequest) -> Turn {
         let mut claiming = self.claiming.lock().unwrap_or_else(PoisonError::into_inner);
         // Subscribing under the lock: a leader that ends right after still wakes us.

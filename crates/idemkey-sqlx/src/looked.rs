@@ -15,8 +15,9 @@ pub enum Looked {
     /// No live record: the request executes. [`SqlxStore::execute`] may then skip its own
     /// lookup (`AtomicOptions::lookup = false`).
     Absent,
-    /// A record whose claim is taken again (released, or an abandoned lease): only the
-    /// execution's write decides.
+    /// Only the execution decides: the record's claim is taken again (released, or an
+    /// abandoned lease), or another request of this process has its turn on the scope (the
+    /// execution waits for it; the lookup was not made).
     Undecided,
 }
 
@@ -31,6 +32,13 @@ impl<DB: Backend> SqlxStore<DB> {
     ) -> Result<Looked> {
         if let Some(answer) = self.cached_answer(request, on_expired) {
             return Ok(Looked::Answer(answer));
+        }
+        // A duplicate of a request this process is claiming: the execution waits for that
+        // one's answer, which makes this read redundant.
+        if let Some(local) = &self.local
+            && local.is_taken(&request.scope)
+        {
+            return Ok(Looked::Undecided);
         }
         self.look_up_on(&mut *self.conn().await?, request, on_expired)
             .await

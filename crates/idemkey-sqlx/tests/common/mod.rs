@@ -118,6 +118,7 @@ macro_rules! seed_cases {
             unstored_status_rolls_back,
             cancelled_request_leaves_no_transaction_open,
             in_process_duplicates_wait_for_the_first_and_replay,
+            duplicates_during_the_first_ones_lookup_read_for_themselves,
             an_in_process_duplicate_with_another_body_is_a_mismatch,
             an_in_process_duplicate_executes_when_the_first_stores_nothing,
             a_duplicate_that_collides_with_the_first_replays_it,

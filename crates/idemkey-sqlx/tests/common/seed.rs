@@ -312,11 +312,16 @@ pub async fn cancelled_request_leaves_no_transaction_open<F: Fixture>() {
     }
 }
 
-/// A failpoint hook that counts the lookups missed (`AfterLookup`) and the claims begun
-/// (`BeforeClaim`), and holds the first request to reach `hold` until released.
+/// A failpoint hook that counts the lookups missed (`AfterLookup`) or skipped to wait for the
+/// first request (`Follow`), and the claims begun (`BeforeClaim`), and holds the first request
+/// to reach `hold` until released.
 pub struct Held {
     looked: Arc<AtomicUsize>,
     claims: Arc<AtomicUsize>,
+    /// Lookups begun by an execution (`BeforeLookup`), and waits for the first request
+    /// (`Follow`).
+    reads: Arc<AtomicUsize>,
+    followed: Arc<AtomicUsize>,
     /// Notified when the held request reaches its point.
     pub reached: Arc<Notify>,
     /// Notify once to let it go on.
@@ -328,15 +333,24 @@ impl Held {
         let held = Self {
             looked: Arc::default(),
             claims: Arc::default(),
+            reads: Arc::default(),
+            followed: Arc::default(),
             reached: Arc::default(),
             release: Arc::default(),
         };
         let (looked, claims) = (held.looked.clone(), held.claims.clone());
+        let (reads, followed) = (held.reads.clone(), held.followed.clone());
         let (reached, release) = (held.reached.clone(), held.release.clone());
         let first = Arc::new(AtomicBool::new(true));
         let hook: idemkey_sqlx::failpoints::Hook = Arc::new(move |point| {
             match point {
+                // Past the lookup, or waiting for the first request without one.
                 Point::AfterLookup => _ = looked.fetch_add(1, Ordering::SeqCst),
+                Point::Follow => {
+                    looked.fetch_add(1, Ordering::SeqCst);
+                    followed.fetch_add(1, Ordering::SeqCst);
+                }
+                Point::BeforeLookup => _ = reads.fetch_add(1, Ordering::SeqCst),
                 Point::BeforeClaim => _ = claims.fetch_add(1, Ordering::SeqCst),
                 _ => {}
             }
@@ -353,7 +367,8 @@ impl Held {
         (held, hook)
     }
 
-    /// Waits until `n` lookups have missed, then lets the held request go on.
+    /// Waits until `n` requests have missed their lookup or wait for the first one, then
+    /// lets the held request go on.
     async fn release_after_lookups(&self, n: usize) {
         for _ in 0..6000 {
             if self.looked.load(Ordering::SeqCst) == n {
@@ -388,6 +403,43 @@ pub async fn in_process_duplicates_wait_for_the_first_and_replay<F: Fixture>() {
     }
     let claims = held.claims.load(Ordering::SeqCst);
     assert_eq!(claims, 1, "only the first request claimed");
+    assert_eq!(held.followed.load(Ordering::SeqCst), 8, "all waited for it");
+    let reads = held.reads.load(Ordering::SeqCst);
+    assert!(reads <= 1, "no duplicate read the record: {reads} reads");
+    assert_eq!(F::count_notes(&store).await, 1);
+}
+
+/// Duplicates arriving while the first request of their scope is about to look a completed
+/// record up read it for themselves: a lookup's result is never handed on (it could predate
+/// their requests). The same request replays, another body is `key-reused`.
+pub async fn duplicates_during_the_first_ones_lookup_read_for_themselves<F: Fixture>() {
+    if !F::options().lookup {
+        return;
+    }
+    let (held, hook) = Held::at(Point::BeforeLookup);
+    let plain = F::store().await;
+    let store = plain.clone().with_failpoints(hook);
+    let req = request(&actor(), "key-a", "looked");
+    let created = create_note::<F>(&plain, &req, "looked", 201).await;
+    assert!(matches!(created, Ok(Outcome::Executed(_))), "{created:?}");
+    let spawn = |body: &'static str| {
+        let (store, req) = (store.clone(), request(&req.scope.actor, "key-a", body));
+        tokio::spawn(async move { create_note::<F>(&store, &req, body, 201).await })
+    };
+    let first = spawn("looked");
+    held.reached.notified().await;
+    for duplicate in (0..4).map(|_| spawn("looked")).collect::<Vec<_>>() {
+        let outcome = duplicate.await.unwrap();
+        assert!(matches!(outcome, Ok(Outcome::Replayed(_))), "{outcome:?}");
+    }
+    for duplicate in (0..4).map(|_| spawn("another")).collect::<Vec<_>>() {
+        let outcome = duplicate.await.unwrap();
+        assert!(matches!(outcome, Ok(Outcome::Mismatch)), "{outcome:?}");
+    }
+    held.release.notify_one();
+    assert!(matches!(first.await.unwrap(), Ok(Outcome::Replayed(_))));
+    assert_eq!(held.reads.load(Ordering::SeqCst), 9, "each read for itself");
+    assert_eq!(held.followed.load(Ordering::SeqCst), 0);
     assert_eq!(F::count_notes(&store).await, 1);
 }
 
