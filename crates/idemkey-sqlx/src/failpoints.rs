@@ -6,8 +6,8 @@
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Point {
-    /// Atomic mode: before an execution's read-only lookup, the scope's turn in this process
-    /// taken (its duplicates here wait for it).
+    /// Atomic mode: before an execution's read-only lookup (no other request of this process
+    /// had the scope's turn, or this one would wait for it instead).
     BeforeLookup,
     /// Atomic mode: after the read-only lookup found no record, before the write transaction.
     AfterLookup,

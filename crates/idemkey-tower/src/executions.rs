@@ -44,9 +44,9 @@ impl Executions {
         // machines (about 13 KB for the notes service), and the task tracker and tokio's
         // spawn each move what they are given, which copied it three more times.
         let future = Box::pin(future);
-        let running = Running::start();
+        let gauged = Gauged::start();
         self.0.spawn(async move {
-            let _running = running;
+            let _gauged = gauged;
             future.await
         })
     }
@@ -71,16 +71,16 @@ impl Executions {
 
 /// One execution in the `idemkey_executions` gauge, until dropped: when its task ends, panics
 /// or is aborted.
-struct Running;
+struct Gauged;
 
-impl Running {
+impl Gauged {
     fn start() -> Self {
         metrics::gauge!("idemkey_executions").increment(1.0);
         Self
     }
 }
 
-impl Drop for Running {
+impl Drop for Gauged {
     fn drop(&mut self) {
         metrics::gauge!("idemkey_executions").decrement(1.0);
     }
