@@ -31,17 +31,20 @@ const MAX_POLL: Duration = Duration::from_millis(250);
 
 /// What the lookup made in the request's own task found.
 pub(crate) enum Looked {
-    /// A completed record: its replay.
-    Replayed(Response<Body>),
+    /// The record decided: a replay, `key-reused`, or (unless the request is to wait for the
+    /// original) `request-in-flight`.
+    Answered(Response<Body>),
     /// No record: the request's task claims without looking again.
     Absent,
-    /// Anything else (a mismatch, a request in flight, a local duplicate not looked up):
+    /// Anything else (a request in flight to wait for, a local duplicate not looked up):
     /// [`run`] decides, waiting where configured.
     Undecided,
 }
 
-/// The lookup, made in the request's own task: a replay needs no task of its own (only the
-/// work from the claim on must outlive the client, §6), and a read may be abandoned. A
+/// The lookup, made in the request's own task: a replay, a mismatch or (unless the request
+/// is to wait for the original) a request in flight needs no task of its own (only the work
+/// from the claim on must outlive the client, §6), nor a second read; a read may be
+/// abandoned. A
 /// duplicate of an execution of this process is not looked up: [`run`] answers it from the
 /// execution, as before a lookup.
 pub(crate) async fn look_first<St: Store>(
@@ -57,11 +60,30 @@ pub(crate) async fn look_first<St: Store>(
     Ok(match timed("lookup", looked).await? {
         Some(Begin::Replay(stored)) => {
             outcome("replayed");
-            Looked::Replayed(replay_response(&stored, &prepared.parts.headers))
+            Looked::Answered(replay_response(&stored, &prepared.parts.headers))
         }
-        Some(_) => Looked::Undecided,
+        Some(Begin::Mismatch) => Looked::Answered(problem_response(&key_reused(config))),
+        Some(Begin::InFlight { retry_after }) if config.wait_in_flight.is_none() => {
+            Looked::Answered(problem_response(&in_flight(retry_after)))
+        }
+        // Waiting for the original is `run`'s; `look` never claims.
+        Some(Begin::InFlight { .. } | Begin::Execute(_)) => Looked::Undecided,
         None => Looked::Absent,
     })
+}
+
+/// `key-reused`: the key was used for another request.
+fn key_reused(config: &Config) -> Problem {
+    outcome("key_reused");
+    Problem::new(ProblemKind::KeyReused)
+        .status(config.mismatch_status.as_u16())
+        .detail("this key was already used for a different request")
+}
+
+/// `request-in-flight`: the original has not finished.
+fn in_flight(retry_after: Duration) -> Problem {
+    outcome("in_flight");
+    Problem::new(ProblemKind::RequestInFlight).retry_after(retry_after)
 }
 
 /// Decides what a prepared request gets, and executes it if it holds the claim. `running`
@@ -112,16 +134,8 @@ where
             outcome("replayed");
             return Ok(replay_response(&stored, &prepared.parts.headers));
         }
-        Begin::Mismatch => {
-            outcome("key_reused");
-            Problem::new(ProblemKind::KeyReused)
-                .status(config.mismatch_status.as_u16())
-                .detail("this key was already used for a different request")
-        }
-        Begin::InFlight { retry_after } => {
-            outcome("in_flight");
-            Problem::new(ProblemKind::RequestInFlight).retry_after(retry_after)
-        }
+        Begin::Mismatch => key_reused(&config),
+        Begin::InFlight { retry_after } => in_flight(retry_after),
     };
     Ok(problem_response(&problem))
 }

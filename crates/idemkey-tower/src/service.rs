@@ -171,7 +171,7 @@ where
     span.record("operation", field::display(&prepared.claim.operation));
     span.record("key", prepared.claim.scope.key.short_hash());
     let looked = match flow::look_first(&store, &running, &prepared, &config).await {
-        Ok(Looked::Replayed(response)) => return Ok(response),
+        Ok(Looked::Answered(response)) => return Ok(response),
         Ok(looked) => matches!(looked, Looked::Absent),
         Err(err) => return Ok(flow::store_error(&err)),
     };

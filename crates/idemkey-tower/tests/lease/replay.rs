@@ -45,9 +45,12 @@ async fn an_identical_retry_replays_the_stored_response() {
 async fn a_different_request_under_the_same_key_is_rejected() {
     let app = App::start(Config::default()).await;
     send(app.json("/notes", "k", r#"{"title":"x"}"#)).await;
+    let read = app.store.hooks.lookups.count();
     let other = send(app.json("/notes", "k", r#"{"title":"y"}"#)).await;
     other.assert_problem(422, "key-reused");
     assert_eq!(app.ctx.runs(), 1);
+    // Answered from the one lookup: a key reused over and over costs one read each.
+    assert_eq!(app.store.hooks.lookups.count() - read, 1, "one read");
 }
 
 #[tokio::test]
