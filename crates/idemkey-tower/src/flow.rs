@@ -44,9 +44,8 @@ pub(crate) enum Looked {
 /// The lookup, made in the request's own task: a replay, a mismatch or (unless the request
 /// is to wait for the original) a request in flight needs no task of its own (only the work
 /// from the claim on must outlive the client, §6), nor a second read; a read may be
-/// abandoned. A
-/// duplicate of an execution of this process is not looked up: [`run`] answers it from the
-/// execution, as before a lookup.
+/// abandoned. A duplicate of an execution of this process is not looked up: [`run`] answers
+/// it from the execution, as before a lookup.
 pub(crate) async fn look_first<St: Store>(
     store: &St,
     running: &Running,
