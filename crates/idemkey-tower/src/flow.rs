@@ -12,8 +12,8 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body::Body as HttpBody;
 use idemkey_core::{
-    Begin, BoxError, ClaimRequest, Decision, Error, Problem, ProblemKind, Store, begin, claim,
-    decide, look, retry_after,
+    Begin, BoxError, Claim, ClaimRequest, Decision, Error, Problem, ProblemKind, Store, begin,
+    claim, decide, look, retry_after,
 };
 use tokio::sync::watch;
 use tower::Service;
@@ -57,32 +57,42 @@ pub(crate) async fn look_first<St: Store>(
     }
     let looked = look(store, &prepared.claim, config.expired_lease);
     Ok(match timed("lookup", looked).await? {
-        Some(Begin::Replay(stored)) => {
-            outcome("replayed");
-            Looked::Answered(replay_response(&stored, &prepared.parts.headers))
-        }
-        Some(Begin::Mismatch) => Looked::Answered(problem_response(&key_reused(config))),
-        Some(Begin::InFlight { retry_after }) if config.wait_in_flight.is_none() => {
-            Looked::Answered(problem_response(&in_flight(retry_after)))
-        }
-        // Waiting for the original is `run`'s; `look` never claims.
-        Some(Begin::InFlight { .. } | Begin::Execute(_)) => Looked::Undecided,
         None => Looked::Absent,
+        // Waiting for the original is `run`'s.
+        Some(Begin::InFlight { .. }) if config.wait_in_flight.is_some() => Looked::Undecided,
+        // `look` never claims, so there is no claim to give back.
+        Some(begun) => answered(begun, &prepared.parts.headers, config)
+            .map_or(Looked::Undecided, Looked::Answered),
     })
 }
 
-/// `key-reused`: the key was used for another request.
-fn key_reused(config: &Config) -> Problem {
-    outcome("key_reused");
-    Problem::new(ProblemKind::KeyReused)
-        .status(config.mismatch_status.as_u16())
-        .detail("this key was already used for a different request")
-}
-
-/// `request-in-flight`: the original has not finished.
-fn in_flight(retry_after: Duration) -> Problem {
-    outcome("in_flight");
-    Problem::new(ProblemKind::RequestInFlight).retry_after(retry_after)
+/// The response to a request that `begun` answers without executing: a replay,
+/// `key-reused` or `request-in-flight`; a granted claim is given back.
+// The claim is handed back once, to the caller that executes it, never propagated.
+#[allow(clippy::result_large_err)]
+fn answered(
+    begun: Begin,
+    request: &http::HeaderMap,
+    config: &Config,
+) -> Result<Response<Body>, Claim> {
+    let problem = match begun {
+        Begin::Execute(claim) => return Err(claim),
+        Begin::Replay(stored) => {
+            outcome("replayed");
+            return Ok(replay_response(&stored, request));
+        }
+        Begin::Mismatch => {
+            outcome("key_reused");
+            Problem::new(ProblemKind::KeyReused)
+                .status(config.mismatch_status.as_u16())
+                .detail("this key was already used for a different request")
+        }
+        Begin::InFlight { retry_after } => {
+            outcome("in_flight");
+            Problem::new(ProblemKind::RequestInFlight).retry_after(retry_after)
+        }
+    };
+    Ok(problem_response(&problem))
 }
 
 /// Decides what a prepared request gets, and executes it if it holds the claim. `running`
@@ -113,30 +123,23 @@ where
         Ok(begun) => begun,
         Err(err) => return Ok(store_error(&err)),
     };
-    let problem = match begun {
-        Begin::Execute(claim) => {
-            if claim.taken_over {
-                tracing::warn!("took over an expired lease: executing again");
-            }
-            // The store stamps `acquired` before it sends the claim, so the lease it granted
-            // ends after `acquired + lease` (std's clock: under a paused tokio clock the mark
-            // then runs out early, which only sends duplicates to the store).
-            let asked = Instant::from_std(claim.acquired);
-            let executing = running.enter(&prepared.claim, (asked, claim.lease));
-            // Registered: duplicates that waited for this claim now find the execution.
-            drop(claiming);
-            let request = prepared.into_request();
-            let held = (claim, secret, executing);
-            return execute(inner, request, held, (store, &transactions), config).await;
-        }
-        Begin::Replay(stored) => {
-            outcome("replayed");
-            return Ok(replay_response(&stored, &prepared.parts.headers));
-        }
-        Begin::Mismatch => key_reused(&config),
-        Begin::InFlight { retry_after } => in_flight(retry_after),
+    let claim = match answered(begun, &prepared.parts.headers, &config) {
+        Ok(response) => return Ok(response),
+        Err(claim) => claim,
     };
-    Ok(problem_response(&problem))
+    if claim.taken_over {
+        tracing::warn!("took over an expired lease: executing again");
+    }
+    // The store stamps `acquired` before it sends the claim, so the lease it granted ends
+    // after `acquired + lease` (std's clock: under a paused tokio clock the mark then runs
+    // out early, which only sends duplicates to the store).
+    let asked = Instant::from_std(claim.acquired);
+    let executing = running.enter(&prepared.claim, (asked, claim.lease));
+    // Registered: duplicates that waited for this claim now find the execution.
+    drop(claiming);
+    let request = prepared.into_request();
+    let held = (claim, secret, executing);
+    execute(inner, request, held, (store, &transactions), config).await
 }
 
 /// The secret behind derived keys: the configured one, else the store's (which the store
