@@ -120,7 +120,6 @@ impl<DB: Backend> SqlxStore<DB> {
         let mut conn = match self.connect_unless_led(request).await? {
             Ok(conn) => conn,
             Err(leader) => {
-                self.hit(Point::Follow).await?;
                 return Box::pin(self.after_leader(request, on_expired, leader, deadline)).await;
             }
         };
@@ -135,7 +134,6 @@ impl<DB: Backend> SqlxStore<DB> {
         let mut turn = match self.local.as_ref().map(|local| local.take(request)) {
             Some(Turn::Follow(leader)) => {
                 drop(conn);
-                self.hit(Point::Follow).await?;
                 return Box::pin(self.after_leader(request, on_expired, leader, deadline)).await;
             }
             Some(Turn::Lead(turn)) => Some(turn),
@@ -257,6 +255,7 @@ impl<DB: Backend> SqlxStore<DB> {
         mut leader: Leader,
         deadline: Option<Instant>,
     ) -> Result<AtomicBegin<DB>> {
+        self.hit(Point::Follow).await?;
         let in_flight = || {
             let retry_after = retry_after(Duration::ZERO);
             Ok(AtomicBegin::InFlight { retry_after })

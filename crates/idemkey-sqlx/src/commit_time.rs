@@ -112,7 +112,6 @@ impl<DB: Backend> SqlxStore<DB> {
         handler: &mut H,
         leader: Leader,
     ) -> Result<Outcome<H::Response>, AtomicError<H::Error>> {
-        self.hit(Point::Follow).await?;
         let begun = self
             .after_leader(request, options.on_expired, leader, None)
             .await?;
