@@ -571,39 +571,25 @@ async fn problem_types_can_point_to_the_apis_own_documentation() {
 async fn logs_to_a_file_carry_no_escape_codes() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("stderr.log");
-    let db = format!("sqlite://{}", dir.path().join("notes.db").display());
+    let db = dir.path().join("notes.db");
+    let url = format!("sqlite://{}", db.display());
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_idemkey"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--database-url", &db])
+        .args(["serve", "--listen", "127.0.0.1:0", "--database-url", &url])
         .args(["--token", "alice=alice-secret"])
         .env("RUST_LOG", "debug")
         .stdout(std::process::Stdio::piped())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let line = std::io::BufRead::lines(std::io::BufReader::new(stdout))
-        .next()
-        .unwrap()
-        .unwrap();
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap();
-    let response = reqwest::Client::new()
-        .post(format!("http://{addr}/v1/notes"))
-        .header("authorization", format!("Bearer {ALICE}"))
-        .header("idempotency-key", "k")
-        .header("content-type", "application/json")
-        .body(HELLO)
+    let addr = common::listening_addr(&mut child);
+    let server = Server { child, addr, db };
+    let client = reqwest::Client::new();
+    let response = create(&client, &server, ALICE, Some(b"k"), HELLO)
         .send()
         .await
         .unwrap();
     assert_eq!(response.status(), 201);
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(server); // killed: its log is complete
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(text.contains("DEBUG"), "the debug log was written: {text}");
     assert!(!text.contains('\u{1b}'), "no escape codes: {text:.300}");

@@ -87,7 +87,9 @@ impl Drop for Server {
     }
 }
 
-fn listening_addr(child: &mut Child) -> SocketAddr {
+/// The address a just-spawned `idemkey serve` prints on its first line of stdout; its stdout
+/// is drained from then on.
+pub fn listening_addr(child: &mut Child) -> SocketAddr {
     let stdout = child.stdout.take().unwrap();
     let mut lines = BufReader::new(stdout).lines();
     let line = lines.next().expect("the server printed nothing").unwrap();
