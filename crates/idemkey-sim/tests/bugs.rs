@@ -10,7 +10,7 @@ const CAUGHT: [(Bug, u64, Property); 3] = [
     (Bug::AppLeaseClock, SEED_APP_CLOCK, Property::AckLost),
     (Bug::ReleaseWithoutToken, SEED_RELEASE, Property::StaleOwner),
 ];
-const SEED_NO_FENCING: u64 = 6;
+const SEED_NO_FENCING: u64 = 2;
 const SEED_APP_CLOCK: u64 = 0;
 const SEED_RELEASE: u64 = 47;
 

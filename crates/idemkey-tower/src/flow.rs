@@ -1,5 +1,6 @@
 //! The back half of lease mode: ask the store, then replay, reject, wait or execute (§5).
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +20,7 @@ use tokio::sync::watch;
 use tower::Service;
 
 use crate::execute::execute;
+use crate::look::Start;
 use crate::observe::{outcome, timed};
 use crate::running::{Claiming, Running, Turn};
 use crate::transactions::MaybeTransactions;
@@ -29,48 +31,11 @@ const STORE_RETRY_AFTER: Duration = Duration::from_secs(1);
 const FIRST_POLL: Duration = Duration::from_millis(10);
 const MAX_POLL: Duration = Duration::from_millis(250);
 
-/// What the lookup made in the request's own task found.
-pub(crate) enum Looked {
-    /// The record decided: a replay, `key-reused`, or (unless the request is to wait for the
-    /// original) `request-in-flight`.
-    Answered(Response<Body>),
-    /// No record: the request's task claims without looking again.
-    Absent,
-    /// Anything else (a request in flight to wait for, a local duplicate not looked up):
-    /// [`run`] decides, waiting where configured.
-    Undecided,
-}
-
-/// The lookup, made in the request's own task: a replay, a mismatch or (unless the request
-/// is to wait for the original) a request in flight needs no task of its own (only the work
-/// from the claim on must outlive the client, §6), nor a second read; a read may be
-/// abandoned. A duplicate of an execution of this process is not looked up: [`run`] answers
-/// it from the execution, as before a lookup.
-pub(crate) async fn look_first<St: Store>(
-    store: &St,
-    running: &Running,
-    prepared: &Prepared,
-    config: &Config,
-) -> Result<Looked, Error> {
-    if running.duplicate(&prepared.claim).is_some() {
-        return Ok(Looked::Undecided);
-    }
-    let looked = look(store, &prepared.claim, config.expired_lease);
-    Ok(match timed("lookup", looked).await? {
-        None => Looked::Absent,
-        // Waiting for the original is `run`'s.
-        Some(Begin::InFlight { .. }) if config.wait_in_flight.is_some() => Looked::Undecided,
-        // `look` never claims, so there is no claim to give back.
-        Some(begun) => answered(begun, &prepared.parts.headers, config)
-            .map_or(Looked::Undecided, Looked::Answered),
-    })
-}
-
 /// The response to a request that `begun` answers without executing: a replay,
 /// `key-reused` or `request-in-flight`; a granted claim is given back.
 // The claim is handed back once, to the caller that executes it, never propagated.
 #[allow(clippy::result_large_err)]
-fn answered(
+pub(crate) fn answered(
     begun: Begin,
     request: &http::HeaderMap,
     config: &Config,
@@ -97,11 +62,12 @@ fn answered(
 
 /// Decides what a prepared request gets, and executes it if it holds the claim. `running`
 /// answers the duplicates of what this process is executing without asking the store;
-/// `transactions` offers the handler a transaction that completes the record. `looked`:
-/// [`look_first`] found no record, so the first attempt claims without looking again.
+/// `transactions` offers the handler a transaction that completes the record. `start`: where
+/// [`crate::look::look_first`] left the request (with [`Start::Absent`], the first attempt
+/// claims without looking again).
 pub(crate) async fn run<S, St, ResBody>(
     inner: S,
-    (prepared, looked): (Prepared, bool),
+    (prepared, start): (Prepared, Start),
     (store, running, transactions): (St, Arc<Running>, MaybeTransactions),
     config: Arc<Config>,
 ) -> Result<Response<Body>, S::Error>
@@ -117,7 +83,7 @@ where
         Err(err) => return Ok(store_error(&err)),
     };
     let deadline = config.wait_in_flight.map(|bound| Instant::now() + bound);
-    let request = (&prepared.claim, looked);
+    let request = (&prepared.claim, start);
     let waited = begin_or_wait((&store, &running), request, &config, deadline).await;
     let (begun, claiming) = match waited {
         Ok(begun) => begun,
@@ -186,11 +152,11 @@ async fn wait_for_local(mut ended: watch::Receiver<()>, deadline: Option<Instant
 /// registered.
 async fn begin_or_wait<St: Store>(
     (store, running): (&St, &Arc<Running>),
-    (request, looked): (&ClaimRequest, bool),
+    (request, start): (&ClaimRequest, Start),
     config: &Config,
     deadline: Option<Instant>,
 ) -> Result<(Begin, Option<Claiming>), Error> {
-    let here = (request, looked);
+    let here = (request, start);
     let (mut begun, claiming) = begin_here((store, running), here, config, deadline).await?;
     let Some(deadline) = deadline else {
         return Ok((begun, claiming));
@@ -220,39 +186,61 @@ async fn begin_or_wait<St: Store>(
 
 /// [`begin`], answered here first for a duplicate of a local execution
 /// ([`in_flight_here`]), and with one claim of a scope at a time in this process (see
-/// [`Running::claiming`]): an exact duplicate that missed its lookup while another request
-/// of this process is claiming waits for that claim's answer. If the claim was granted, the
-/// duplicate is one of a local execution (in flight, or waits for it); otherwise it claims
-/// from the store itself. Nothing is answered on the word of another request but "in
-/// flight", which the store would answer too.
+/// [`Running::claiming`]), unless the lookup already took the turn. Nothing is answered on
+/// the word of another request but "in flight", which the store would answer too.
 async fn begin_here<St: Store>(
     (store, running): (&St, &Arc<Running>),
-    (request, looked): (&ClaimRequest, bool),
+    (request, start): (&ClaimRequest, Start),
     config: &Config,
     deadline: Option<Instant>,
 ) -> Result<(Begin, Option<Claiming>), Error> {
     if let Some(in_flight) = in_flight_here(running, request, config, deadline).await {
         return Ok((in_flight, None));
     }
-    if !looked
-        && let Some(answer) = timed("lookup", look(store, request, config.expired_lease)).await?
-    {
-        return Ok((answer, None));
-    }
-    let claiming = match running.claiming(request) {
-        Turn::First(claiming) => Some(claiming),
-        Turn::Other => None,
-        Turn::After(mut first) => {
-            // Its sender drops once the first's claim is answered (or its request is gone).
-            let _ = first.changed().await;
-            if let Some(in_flight) = in_flight_here(running, request, config, deadline).await {
-                return Ok((in_flight, None));
+    let turn = match start {
+        Start::Absent(Some(turn)) => Some(turn),
+        Start::Absent(None) => None,
+        Start::Unread => {
+            let looked = look(store, request, config.expired_lease);
+            if let Some(answer) = timed("lookup", looked).await? {
+                return Ok((answer, None));
             }
             None
         }
     };
+    let claiming = match turn {
+        Some(turn) => Some(turn),
+        None => match turn_to_claim(running, request, config, deadline).await {
+            ControlFlow::Break(in_flight) => return Ok((in_flight, None)),
+            ControlFlow::Continue(claiming) => claiming,
+        },
+    };
     let begun = timed("claim", claim(store, request, config.expired_lease)).await?;
     Ok((begun, claiming))
+}
+
+/// Takes this process's turn to claim the request's scope, if no request has it. An exact
+/// duplicate that missed its lookup while another request of this process is claiming waits
+/// for that claim's answer: if it was granted, the duplicate is one of a local execution
+/// (`Break`: in flight, or it waited for it); otherwise it claims from the store itself.
+async fn turn_to_claim(
+    running: &Arc<Running>,
+    request: &ClaimRequest,
+    config: &Config,
+    deadline: Option<Instant>,
+) -> ControlFlow<Begin, Option<Claiming>> {
+    match running.claiming(request) {
+        Turn::First(claiming) => ControlFlow::Continue(Some(claiming)),
+        Turn::Other => ControlFlow::Continue(None),
+        Turn::After(mut first) => {
+            // Its sender drops once the first's claim is answered (or its request is gone).
+            let _ = first.changed().await;
+            match in_flight_here(running, request, config, deadline).await {
+                Some(in_flight) => ControlFlow::Break(in_flight),
+                None => ControlFlow::Continue(None),
+            }
+        }
+    }
 }
 
 /// A store failure: the request was not executed, unless the outcome is unknown. Only what

@@ -83,6 +83,7 @@ mod flow;
 mod future;
 mod heartbeat;
 mod layer;
+mod look;
 mod observe;
 #[cfg(feature = "openapi")]
 pub mod openapi;

@@ -27,7 +27,8 @@ use tokio::time::Instant;
 #[derive(Debug, Default)]
 pub(crate) struct Running {
     scopes: Mutex<HashMap<Scope, Entry>>,
-    /// The scopes a request of this process is claiming from the store right now.
+    /// The scopes a request of this process is looking up or claiming from the store right
+    /// now (see [`crate::look`]).
     claims: Mutex<HashMap<Scope, Claimant>>,
 }
 
@@ -52,7 +53,7 @@ impl Identity {
     }
 }
 
-/// A request asking the store for a claim, and what its duplicates must match.
+/// A request looking up or claiming its scope, and what its duplicates must match.
 #[derive(Debug)]
 struct Claimant {
     identity: Identity,
@@ -62,17 +63,18 @@ struct Claimant {
 
 /// Whose turn it is to claim a scope in this process (see [`Running::claiming`]).
 pub(crate) enum Turn {
-    /// This request claims; its duplicates wait until the guard drops.
+    /// This request looks up or claims; its duplicates wait until the guard drops.
     First(Claiming),
-    /// An exact duplicate is claiming: `changed` returns (an error) once it has its answer.
+    /// An exact duplicate is looking up or claiming: `changed` returns (an error) once it has
+    /// its answer.
     After(watch::Receiver<()>),
     /// Another request of the scope (another body) is claiming: the store decides.
     Other,
 }
 
-/// Registers a request claiming its scope until dropped: after the claim was refused, or,
-/// when it was granted, after the execution is registered with [`Running::enter`], so that
-/// a woken duplicate finds it there.
+/// Registers a request looking up or claiming its scope until dropped: after the lookup
+/// answered, after the claim was refused, or, when it was granted, after the execution is
+/// registered with [`Running::enter`], so that a woken duplicate finds it there.
 #[derive(Debug)]
 pub(crate) struct Claiming {
     running: Arc<Running>,
@@ -169,10 +171,10 @@ impl Running {
         self.claims.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Takes the turn to claim `request`'s scope from the store, or tells whose it is. Only
-    /// one request of a scope asks for the claim at a time here: a storm of duplicates that
-    /// all missed their lookup would otherwise queue for the store's connections behind
-    /// claims the store can only refuse.
+    /// Takes the turn to look up and claim `request`'s scope, or tells whose it is. Only one
+    /// request of a scope asks the store at a time here: a storm of duplicates would
+    /// otherwise queue for the store's connections, each to read what the first one finds
+    /// and to send a claim the store can only refuse.
     pub(crate) fn claiming(self: &Arc<Self>, request: &ClaimRequest) -> Turn {
         let mut claims = self.claims();
         if let Some(claimant) = claims.get(&request.scope) {

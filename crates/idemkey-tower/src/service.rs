@@ -1,6 +1,7 @@
 //! [`Idempotency`]: the lease-mode middleware service.
 
 use std::mem;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -12,7 +13,7 @@ use idemkey_core::{BoxError, Problem, Store, Verdict};
 use tower::Service;
 use tracing::{Instrument, Span, field};
 
-use crate::flow::Looked;
+use crate::look::look_first;
 use crate::observe::outcome;
 use crate::policy::judge;
 use crate::running::Running;
@@ -170,14 +171,16 @@ where
     let span = Span::current();
     span.record("operation", field::display(&prepared.claim.operation));
     span.record("key", prepared.claim.scope.key.short_hash());
-    let looked = match flow::look_first(&store, &running, &prepared, &config).await {
-        Ok(Looked::Answered(response)) => return Ok(response),
-        Ok(looked) => matches!(looked, Looked::Absent),
+    let start = match look_first(&store, &running, &prepared, &config).await {
+        Ok(looked) => match looked.start() {
+            ControlFlow::Continue(start) => start,
+            ControlFlow::Break(answer) => return Ok(answer),
+        },
         Err(err) => return Ok(flow::store_error(&err)),
     };
     // From the claim on, the work belongs to a task of its own: a dropped response future
     // (client gone, timeout layer) must not abandon a claim or a handler half-way (§6).
-    let prepared = (prepared, looked);
+    let prepared = (prepared, start);
     let flow = flow::run(inner, prepared, (store, running, transactions), config);
     joined(executions.spawn(flow.in_current_span()).await)
 }
