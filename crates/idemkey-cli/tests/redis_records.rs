@@ -331,8 +331,20 @@ async fn replays_come_from_memory_until_a_forget_elsewhere() {
         "m",
     ]);
     assert!(forgot.status.success(), "{forgot:?}");
-    let again = post().await.unwrap();
-    assert!(again.headers().get("idempotent-replayed").is_none());
+    // The invalidation is on its way for microseconds after the forget (behaviour §7): a
+    // request in that window may still be answered from the copy (seen once under a loaded
+    // CI machine); the next ones execute.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let again = loop {
+        let again = post().await.unwrap();
+        if again.headers().get("idempotent-replayed").is_none() {
+            break again;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the forget never reached the cache"
+        );
+    };
     let again: serde_json::Value = again.json().await.unwrap();
     assert_ne!(again["id"], first["id"]);
 
