@@ -82,9 +82,11 @@ async fn answer(mut stream: TcpStream, hostile: Hostile) -> io::Result<()> {
             Ok(())
         }
         Hostile::Body(body) => {
+            // `Connection: close`: the connection ends with this answer, and a client that
+            // took it for kept alive would send its next request into a reset (seen under load).
             let head = format!(
                 "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n\
-                 Location: /v1/notes/1\r\nContent-Length: {}\r\n\r\n",
+                 Location: /v1/notes/1\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                 body.len()
             );
             stream.write_all(head.as_bytes()).await?;
