@@ -117,7 +117,7 @@ mod tests {
 
     use bytes::Bytes;
     use idemkey_core::testkit::request_for;
-    use idemkey_core::{MemoryStore, StoredResponse, TryClaim};
+    use idemkey_core::{Claim, MemoryStore, StoredResponse, TryClaim};
     use tokio::time::Instant;
 
     use super::*;
@@ -142,6 +142,25 @@ mod tests {
         future.poll(&mut Context::from_waker(Waker::noop()))
     }
 
+    /// The first request of a scope with its turn, taken as `look_first` takes it before
+    /// its lookup.
+    fn first_turn(running: &Arc<Running>) -> (Prepared, Claiming) {
+        let first = prepared("{}");
+        let Turn::First(turn) = running.claiming(&first.claim) else {
+            panic!("the first request takes the turn");
+        };
+        (first, turn)
+    }
+
+    /// The store's claim of `first`'s scope, as the first request (or another process)
+    /// would make it.
+    async fn claimed(store: &MemoryStore, first: &Prepared) -> Claim {
+        let TryClaim::Claimed(claim) = store.try_claim(&first.claim).await.unwrap() else {
+            panic!("the scope is free");
+        };
+        claim
+    }
+
     /// The first request of a scope holds the turn from before its lookup to its claim's
     /// answer. A duplicate arriving meanwhile does not read: it waits, and once the first's
     /// claim is granted (its execution registered) it is left to `run`, which answers it from
@@ -150,17 +169,12 @@ mod tests {
     #[tokio::test]
     async fn a_duplicate_waits_for_the_first_ones_claim_without_reading() {
         let (store, running, config) = parts();
-        let first = prepared("{}");
-        let Turn::First(turn) = running.claiming(&first.claim) else {
-            panic!("the first request takes the turn");
-        };
+        let (first, turn) = first_turn(&running);
         let duplicate = prepared("{}");
         let mut looking = pin!(look_first(&store, &running, &duplicate, &config));
         assert!(poll_once(looking.as_mut()).is_pending(), "it waits");
 
-        let TryClaim::Claimed(claim) = store.try_claim(&first.claim).await.unwrap() else {
-            panic!("the first claims");
-        };
+        let claim = claimed(&store, &first).await;
         let executing = running.enter(&first.claim, (Instant::now(), claim.lease));
         drop(turn);
         let looked = looking.await.unwrap();
@@ -176,18 +190,13 @@ mod tests {
     #[tokio::test]
     async fn a_duplicate_reads_for_itself_when_the_first_ones_claim_is_not_granted() {
         let (store, running, config) = parts();
-        let first = prepared("{}");
-        let Turn::First(turn) = running.claiming(&first.claim) else {
-            panic!("the first request takes the turn");
-        };
+        let (first, turn) = first_turn(&running);
         let duplicate = prepared("{}");
         let mut looking = pin!(look_first(&store, &running, &duplicate, &config));
         assert!(poll_once(looking.as_mut()).is_pending(), "it waits");
 
         // Completed meanwhile by another process: the first would replay it.
-        let TryClaim::Claimed(claim) = store.try_claim(&first.claim).await.unwrap() else {
-            panic!("the other process claims");
-        };
+        let claim = claimed(&store, &first).await;
         let response = StoredResponse::new(201, "{\"id\":\"n1\"}");
         store.complete(&claim, &response).await.unwrap();
         drop(turn);
