@@ -61,14 +61,15 @@ struct Claimant {
     answered: watch::Receiver<()>,
 }
 
-/// Whose turn it is to claim a scope in this process (see [`Running::claiming`]).
+/// Whose turn it is to look up and claim a scope in this process (see [`Running::claiming`]).
 pub(crate) enum Turn {
     /// This request looks up or claims; its duplicates wait until the guard drops.
     First(Claiming),
     /// An exact duplicate is looking up or claiming: `changed` returns (an error) once it has
     /// its answer.
     After(watch::Receiver<()>),
-    /// Another request of the scope (another body) is claiming: the store decides.
+    /// Another request of the scope (another body) is looking up or claiming: the store
+    /// decides.
     Other,
 }
 
