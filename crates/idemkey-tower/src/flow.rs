@@ -285,3 +285,50 @@ pub(crate) fn store_failure(err: &Error, what: &str) -> Problem {
         _ => Problem::custom("store-failed", "The idempotency store failed", 500).detail(what),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::pin::pin;
+    use std::task::{Context, Waker};
+
+    use idemkey_core::testkit::request_for;
+    use idemkey_core::{MemoryStore, TryClaim};
+
+    use super::*;
+
+    /// A request whose lookup found no record while an exact duplicate of this process holds
+    /// the turn (it read without the turn, after the request it waited for went away) waits
+    /// for that one's claim instead of sending a claim of its own; the claim granted, it is a
+    /// duplicate of a local execution: in flight. Without the wait it would have claimed the
+    /// free scope (the store here never waits, so the first poll would have ended).
+    #[tokio::test]
+    async fn a_duplicate_that_read_waits_for_the_claim_in_progress() {
+        let (store, running, config) = (
+            MemoryStore::new(),
+            Arc::new(Running::default()),
+            Config::default(),
+        );
+        let first = request_for("actor", "create-note", "{}");
+        let Turn::First(turn) = running.claiming(&first) else {
+            panic!("the first request takes the turn");
+        };
+        let duplicate = first.clone();
+        let here = (&duplicate, Start::Absent(None));
+        let mut beginning = pin!(begin_here((&store, &running), here, &config, None));
+        let polled = beginning
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()));
+        assert!(polled.is_pending(), "it waits instead of claiming");
+
+        let TryClaim::Claimed(claim) = store.try_claim(&first).await.unwrap() else {
+            panic!("the first claims");
+        };
+        let executing = running.enter(&first, (Instant::now(), claim.lease));
+        drop(turn);
+        let (begun, claiming) = beginning.await.unwrap();
+        assert!(matches!(begun, Begin::InFlight { .. }), "in flight");
+        assert!(claiming.is_none());
+        drop(executing);
+    }
+}
