@@ -197,20 +197,16 @@ async fn begin_here<St: Store>(
     if let Some(in_flight) = in_flight_here(running, request, config, deadline).await {
         return Ok((in_flight, None));
     }
-    let turn = match start {
-        Start::Absent(Some(turn)) => Some(turn),
-        Start::Absent(None) => None,
-        Start::Unread => {
-            let looked = look(store, request, config.expired_lease);
-            if let Some(answer) = timed("lookup", looked).await? {
-                return Ok((answer, None));
-            }
-            None
+    if matches!(start, Start::Unread) {
+        let looked = look(store, request, config.expired_lease);
+        if let Some(answer) = timed("lookup", looked).await? {
+            return Ok((answer, None));
         }
-    };
-    let claiming = match turn {
-        Some(turn) => Some(turn),
-        None => match turn_to_claim(running, request, config, deadline).await {
+    }
+    let claiming = match start {
+        // The request's own lookup took the turn already.
+        Start::Absent(Some(turn)) => Some(turn),
+        _ => match turn_to_claim(running, request, config, deadline).await {
             ControlFlow::Break(in_flight) => return Ok((in_flight, None)),
             ControlFlow::Continue(claiming) => claiming,
         },
