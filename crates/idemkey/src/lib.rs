@@ -80,8 +80,8 @@
 //! # }).unwrap();
 //! ```
 //!
-//! What the layer does, request by request, is in the repository's `docs/behaviour.md`;
-//! where to put it in an axum application in `docs/axum.md`.
+//! What the layer does, request by request, is in [`behaviour`] (cited across the crates as
+//! "behaviour §N"); where to put it in an axum application in the repository's `docs/axum.md`.
 //!
 //! The building blocks live in their own crates, re-exported here: the protocol
 //! (`idemkey-core`) at the root, the layer (`idemkey-tower`) as [`tower`](mod@crate::tower), and
@@ -92,6 +92,8 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub use idemkey_core::*;
+
+pub mod behaviour;
 
 #[cfg(feature = "axum")]
 pub use idemkey_tower::{
