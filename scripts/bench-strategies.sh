@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every figure of issue 13's targets in one run: atomic mode claim-first against commit-time
+# Every figure of BENCHMARKS.md's performance targets in one run: atomic mode claim-first against commit-time
 # (with and without the lookup), the replay cache, lease mode (completion in the note's
 # transaction, and separate), the concurrency sweep of both modes, on SQLite and (with
 # IDEMKEY_BENCH_PG_URL) PostgreSQL; then, in the same run, what each statement pattern allows

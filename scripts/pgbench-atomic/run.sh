@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Atomic mode's statement patterns against the key-less create, by pgbench on a PostgreSQL,
-# without HTTP or Rust: what each pattern allows at best (issue 13). TPS relative to base:
+# without HTTP or Rust: what each pattern allows at best. TPS relative to base:
 #   base                     BEGIN; note; COMMIT                                   (3 round trips)
 #   commit_time              lookup; BEGIN; note; completed record; COMMIT         (5)  serve's default
 #   commit_time_nolookup     BEGIN; note; completed record; COMMIT                 (4)  --no-lookup;

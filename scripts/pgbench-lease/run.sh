@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Lease mode's statement patterns against the key-less create, by pgbench on a PostgreSQL
-# (issue 13: "lease mode ≥ 0.45; two commits against one is the floor of the design"):
+# (the target is lease mode ≥ 0.45; two commits against one is the floor of the design):
 #   base                   BEGIN; note; COMMIT                                  (1 commit)
 #   lease_today            lookup; claim; BEGIN; note; COMMIT; completion       (3 commits)
 #   lease_folded           lookup; claim; BEGIN; note; completion; COMMIT       (2 commits)
 #   lease_folded_nolookup  claim; BEGIN; note; completion; COMMIT               (2 commits)
-# "folded" is the completion riding in the handler's own transaction, fenced by token (built
-# since session 9: serve's default). Then the service's own statements on its own tables:
+# "folded" is the completion riding in the handler's own transaction, fenced by token (serve's
+# default). Then the service's own statements on its own tables:
 #   service_base           the notes service's key-less create (as in scripts/pgbench-atomic)
 #   service_lease          its keyed lease create as it sends it: the lookup, the claim with the
 #                          database's clock (a commit of its own), BEGIN, the note, the fenced

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Atomic and lease mode's commit patterns on SQLite, without HTTP or Rust (issue 13), in
+"""Atomic and lease mode's commit patterns on SQLite, without HTTP or Rust, in
 WAL mode with synchronous=FULL (as idemkey opens its files), one writer, N transactions
 each, alternated over rounds. Prints transactions per second and the ratio to the key-less
 pattern:
