@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The figures of BENCHMARKS.md's "Redis records" section, in one run: lease mode with the
-# records in Redis (IDEMKEY_BENCH_REDIS_URL, default redis://127.0.0.1:6379) against lease mode
-# with the records in the database, notes on SQLite and (with IDEMKEY_BENCH_PG_URL) PostgreSQL,
-# and replays with the Redis records' replay cache off.
+# The figures of BENCHMARKS.md's "Lease mode, records in Redis" section, in one run: lease mode
+# with the records in Redis (IDEMKEY_BENCH_REDIS_URL, default redis://127.0.0.1:6379) against
+# lease mode with the records in the database, notes on SQLite and (with IDEMKEY_BENCH_PG_URL)
+# PostgreSQL, and replays with the Redis records' replay cache off.
 #
 #   scripts/bench-redis.sh [OUT_DIR]     # default: target/bench-redis
 #

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Every figure of BENCHMARKS.md's performance targets in one run: atomic mode claim-first against commit-time
-# (with and without the lookup), the replay cache, lease mode (completion in the note's
-# transaction, and separate), the concurrency sweep of both modes, on SQLite and (with
-# IDEMKEY_BENCH_PG_URL) PostgreSQL; then, in the same run, what each statement pattern allows
-# without HTTP (scripts/pgbench-atomic, scripts/pgbench-lease), unless IDEMKEY_BENCH_PATTERNS=0.
-# Every side reports the server's and the machine's CPU time per request.
+# Every figure of BENCHMARKS.md's performance targets in one run: atomic mode claim-first
+# against commit-time (with and without the lookup), the replay cache, lease mode (completion in
+# the note's transaction, and separate), the concurrency sweep of both modes, on SQLite and
+# (with IDEMKEY_BENCH_PG_URL) PostgreSQL; then, in the same run, what each statement pattern
+# allows without HTTP (scripts/pgbench-atomic, scripts/pgbench-lease), unless
+# IDEMKEY_BENCH_PATTERNS=0. Every side reports the server's and the machine's CPU time per
+# request.
 #
 #   scripts/bench-strategies.sh [OUT_DIR]     # default: target/bench-strategies
 #
