@@ -70,7 +70,10 @@ impl<DB: Backend> AtomicClaim<DB> {
 
     /// Rolls back the claim and every write made with it.
     pub async fn rollback(self) -> Result<()> {
-        self.tx.rollback().await.map_err(crate::error::store_error)
+        self.tx
+            .rollback()
+            .await
+            .map_err(crate::error::store_error::<DB>)
     }
 }
 

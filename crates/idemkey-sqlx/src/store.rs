@@ -141,7 +141,7 @@ impl<DB: Backend> SqlxStore<DB> {
             self.within_caps(&mut tx, request, None).await?;
         }
         // Like the unconfined claim, a lost reply here is not `OutcomeUnknown`: nothing ran.
-        tx.commit().await.map_err(store_error)?;
+        tx.commit().await.map_err(store_error::<DB>)?;
         Ok(outcome)
     }
 
@@ -235,7 +235,7 @@ impl<DB: Backend> SqlxStore<DB> {
     }
 
     pub(crate) async fn conn(&self) -> Result<PoolConnection<DB>> {
-        self.pool.acquire().await.map_err(store_error)
+        self.pool.acquire().await.map_err(store_error::<DB>)
     }
 
     /// A connection for writes outside a transaction: the store's own (complete, release,
@@ -245,7 +245,7 @@ impl<DB: Backend> SqlxStore<DB> {
     /// [`Self::begin_write`]: both take the writer, so it would wait out the pool's acquire
     /// timeout and fail.
     pub async fn write_conn(&self) -> Result<PoolConnection<DB>> {
-        self.writer.acquire().await.map_err(store_error)
+        self.writer.acquire().await.map_err(store_error::<DB>)
     }
 }
 
