@@ -12,10 +12,10 @@ use sqlx::{Pool, Transaction};
 use tokio::sync::OnceCell;
 
 use crate::Backend;
+use crate::atomic::coalescing::LocalClaims;
 use crate::cache::ReplayCache;
 use crate::error::store_error;
 use crate::failpoints::Point;
-use crate::local::LocalClaims;
 
 /// How many times lease mode's claim runs when the live record it met is gone before it can
 /// be read: each time means another request removed that record in between.
