@@ -4,13 +4,14 @@
 use std::time::{Duration, Instant};
 
 use idemkey_core::{
-    ClaimRequest, Decision, Error, ExpiredLease, Result, TryClaim, decide,
-    previous_attempt_unknown, retry_after,
+    Begin, Claim, ClaimRequest, Claimant, Error, ExpiredLease, Record, Result, StoredResponse,
+    TryClaim, claim_by, decide, retry_after,
 };
+use sqlx::Transaction;
 use sqlx::pool::PoolConnection;
 
 use super::claim::{AtomicBegin, AtomicClaim};
-use super::coalescing::{Leader, Settled, Turn};
+use super::coalescing::{Leader, LocalTurn, Settled, Turn};
 use super::lookup::Looked;
 use crate::failpoints::Point;
 use crate::{Backend, SqlxStore};
@@ -55,7 +56,7 @@ impl<DB: Backend> SqlxStore<DB> {
         // dropped here otherwise, so that a request paused below holds none.
         let conn = DB::CLAIM_ON_LOOKUP_CONNECTION.then_some(conn);
         self.hit(Point::AfterLookup).await?;
-        let mut turn = match self.local.as_ref().map(|local| local.take(request)) {
+        let turn = match self.local.as_ref().map(|local| local.take(request)) {
             Some(Turn::Follow(leader)) => {
                 drop(conn);
                 return Box::pin(self.after_leader(request, on_expired, leader, deadline)).await;
@@ -63,7 +64,20 @@ impl<DB: Backend> SqlxStore<DB> {
             Some(Turn::Lead(turn)) => Some(turn),
             None => None,
         };
-        let Some((mut tx, claimed)) = DB::begin_claim(self, request, conn).await? else {
+        self.claim_in_transaction(request, on_expired, conn, turn)
+            .await
+    }
+
+    /// The database's claim, in a transaction begun on `conn` if given, then core's table on
+    /// what it met, with the writes in that transaction.
+    async fn claim_in_transaction(
+        &self,
+        request: &ClaimRequest,
+        on_expired: ExpiredLease,
+        conn: Option<PoolConnection<DB>>,
+        turn: Option<Box<LocalTurn>>,
+    ) -> Result<AtomicBegin<DB>> {
+        let Some((tx, claimed)) = DB::begin_claim(self, request, conn).await? else {
             if let Some(turn) = &turn {
                 turn.in_flight();
             }
@@ -72,34 +86,73 @@ impl<DB: Backend> SqlxStore<DB> {
             let retry_after = retry_after(Duration::ZERO);
             return Ok(AtomicBegin::InFlight { retry_after });
         };
-        let record = match claimed {
-            TryClaim::Claimed(claim) => {
-                // A refusal drops the transaction (rolled back) and the turn (this process's
-                // duplicates look again).
-                self.within_caps(&mut tx, request, None).await?;
-                return Ok(AtomicBegin::Execute(AtomicClaim::join(tx, claim, turn)));
+        let mut writes = InTransaction {
+            store: self,
+            tx: Some(tx),
+            turn,
+            claimed: Some(claimed),
+        };
+        // One round: the write transaction holds the record, so it cannot change under us.
+        Ok(match claim_by(&mut writes, request, on_expired, 1).await? {
+            Begin::Execute(claim) => {
+                let tx = writes.tx.take().ok_or_else(ended)?;
+                AtomicBegin::Execute(AtomicClaim::join(tx, claim, writes.turn.take()))
             }
-            TryClaim::Existing(record) => record,
-        };
-        let decision = match decide(request, &record, on_expired).into_answer() {
-            Ok(answer) => return Ok(answer.into()),
-            Err(decision) => decision,
-        };
-        // The write transaction holds the record, so it cannot change under us.
-        let claim = DB::reclaim(&mut tx, request, &record)
-            .await?
-            .ok_or(Error::Contention)?;
-        if let Some(turn) = &mut turn {
-            turn.adopt(&record);
-        }
-        if decision == Decision::Reclaim {
-            return Ok(AtomicBegin::Execute(AtomicClaim::join(tx, claim, turn)));
-        }
-        let response = previous_attempt_unknown();
-        self.complete_atomic(AtomicClaim::join(tx, claim, turn), &response)
-            .await?;
-        Ok(AtomicBegin::Replay(response))
+            Begin::Replay(response) => AtomicBegin::Replay(response),
+            Begin::Mismatch => AtomicBegin::Mismatch,
+            Begin::InFlight { retry_after } => AtomicBegin::InFlight { retry_after },
+        })
     }
+}
+
+/// Core's table's writes in atomic mode: in the transaction whose first statement claimed.
+/// Dropped with an answer or an error, it rolls the transaction back, then ends the turn
+/// (fields drop in order), so that this process's duplicates look again.
+struct InTransaction<'s, DB: Backend> {
+    store: &'s SqlxStore<DB>,
+    tx: Option<Transaction<'static, DB>>,
+    turn: Option<Box<LocalTurn>>,
+    /// What the claim met as the transaction began, for the table's first round.
+    claimed: Option<TryClaim>,
+}
+
+impl<DB: Backend> Claimant for InTransaction<'_, DB> {
+    async fn try_claim(&mut self, request: &ClaimRequest) -> Result<TryClaim> {
+        let tx = self.tx.as_mut().ok_or_else(ended)?;
+        let claimed = match self.claimed.take() {
+            Some(claimed) => claimed,
+            None => DB::try_claim(tx, request).await?,
+        };
+        if let TryClaim::Claimed(_) = claimed {
+            // A refusal drops the transaction and the turn with `self`.
+            self.store.within_caps(tx, request, None).await?;
+        }
+        Ok(claimed)
+    }
+
+    async fn reclaim(&mut self, request: &ClaimRequest, seen: &Record) -> Result<Option<Claim>> {
+        let tx = self.tx.as_mut().ok_or_else(ended)?;
+        let claim = DB::reclaim(tx, request, seen).await?;
+        if claim.is_some()
+            && let Some(turn) = &mut self.turn
+        {
+            turn.adopt(seen);
+        }
+        Ok(claim)
+    }
+
+    /// Completes and commits: the table completes only to answer at once (a stored
+    /// `previous-attempt-unknown`).
+    async fn complete(&mut self, claim: &Claim, response: &StoredResponse) -> Result<()> {
+        let tx = self.tx.take().ok_or_else(ended)?;
+        let atomic = AtomicClaim::join(tx, claim.clone(), self.turn.take());
+        self.store.complete_atomic(atomic, response).await
+    }
+}
+
+/// The table asked for a write after the transaction had committed.
+fn ended() -> Error {
+    Error::Backend("the claim's transaction has already committed".into())
 }
 
 impl<DB: Backend> SqlxStore<DB> {
