@@ -105,56 +105,6 @@ impl<DB: Backend> SqlxStore<DB> {
     }
 }
 
-/// Core's table's writes in atomic mode: in the transaction whose first statement claimed.
-/// Dropped with an answer or an error, it rolls the transaction back, then ends the turn
-/// (fields drop in order), so that this process's duplicates look again.
-struct InTransaction<'s, DB: Backend> {
-    store: &'s SqlxStore<DB>,
-    tx: Option<Transaction<'static, DB>>,
-    turn: Option<Box<LocalTurn>>,
-    /// What the claim met as the transaction began, for the table's first round.
-    claimed: Option<TryClaim>,
-}
-
-impl<DB: Backend> Claimant for InTransaction<'_, DB> {
-    async fn try_claim(&mut self, request: &ClaimRequest) -> Result<TryClaim> {
-        let tx = self.tx.as_mut().ok_or_else(ended)?;
-        let claimed = match self.claimed.take() {
-            Some(claimed) => claimed,
-            None => DB::try_claim(tx, request).await?,
-        };
-        if let TryClaim::Claimed(_) = claimed {
-            // A refusal drops the transaction and the turn with `self`.
-            self.store.within_caps(tx, request, None).await?;
-        }
-        Ok(claimed)
-    }
-
-    async fn reclaim(&mut self, request: &ClaimRequest, seen: &Record) -> Result<Option<Claim>> {
-        let tx = self.tx.as_mut().ok_or_else(ended)?;
-        let claim = DB::reclaim(tx, request, seen).await?;
-        if claim.is_some()
-            && let Some(turn) = &mut self.turn
-        {
-            turn.adopt(seen);
-        }
-        Ok(claim)
-    }
-
-    /// Completes and commits: the table completes only to answer at once (a stored
-    /// `previous-attempt-unknown`).
-    async fn complete(&mut self, claim: &Claim, response: &StoredResponse) -> Result<()> {
-        let tx = self.tx.take().ok_or_else(ended)?;
-        let atomic = AtomicClaim::join(tx, claim.clone(), self.turn.take());
-        self.store.complete_atomic(atomic, response).await
-    }
-}
-
-/// The table asked for a write after the transaction had committed.
-fn ended() -> Error {
-    Error::Backend("the claim's transaction has already committed".into())
-}
-
 impl<DB: Backend> SqlxStore<DB> {
     /// A connection for the request's lookup, unless another request of this process
     /// already has its turn on the scope: then (`Err`) the receiver to wait on it with, and
@@ -215,4 +165,54 @@ impl<DB: Backend> SqlxStore<DB> {
         self.begin_atomic_by(request, on_expired, Some(deadline))
             .await
     }
+}
+
+/// Core's table's writes in atomic mode: in the transaction whose first statement claimed.
+/// Dropped with an answer or an error, it rolls the transaction back, then ends the turn
+/// (fields drop in order), so that this process's duplicates look again.
+struct InTransaction<'s, DB: Backend> {
+    store: &'s SqlxStore<DB>,
+    tx: Option<Transaction<'static, DB>>,
+    turn: Option<Box<LocalTurn>>,
+    /// What the claim met as the transaction began, for the table's first round.
+    claimed: Option<TryClaim>,
+}
+
+impl<DB: Backend> Claimant for InTransaction<'_, DB> {
+    async fn try_claim(&mut self, request: &ClaimRequest) -> Result<TryClaim> {
+        let tx = self.tx.as_mut().ok_or_else(ended)?;
+        let claimed = match self.claimed.take() {
+            Some(claimed) => claimed,
+            None => DB::try_claim(tx, request).await?,
+        };
+        if let TryClaim::Claimed(_) = claimed {
+            // A refusal drops the transaction and the turn with `self`.
+            self.store.within_caps(tx, request, None).await?;
+        }
+        Ok(claimed)
+    }
+
+    async fn reclaim(&mut self, request: &ClaimRequest, seen: &Record) -> Result<Option<Claim>> {
+        let tx = self.tx.as_mut().ok_or_else(ended)?;
+        let claim = DB::reclaim(tx, request, seen).await?;
+        if claim.is_some()
+            && let Some(turn) = &mut self.turn
+        {
+            turn.adopt(seen);
+        }
+        Ok(claim)
+    }
+
+    /// Completes and commits: the table completes only to answer at once (a stored
+    /// `previous-attempt-unknown`).
+    async fn complete(&mut self, claim: &Claim, response: &StoredResponse) -> Result<()> {
+        let tx = self.tx.take().ok_or_else(ended)?;
+        let atomic = AtomicClaim::join(tx, claim.clone(), self.turn.take());
+        self.store.complete_atomic(atomic, response).await
+    }
+}
+
+/// The table asked for a write after the transaction had committed.
+fn ended() -> Error {
+    Error::Backend("the claim's transaction has already committed".into())
 }

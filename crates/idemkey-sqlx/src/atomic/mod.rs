@@ -2,10 +2,10 @@
 //! response commit in one transaction, or none of them does.
 //!
 //! [`SqlxStore::execute`] runs a handler so, by either [`Strategy`]; [`SqlxStore::begin_atomic`]
-//! and [`SqlxStore::complete_atomic`] are the same steps for a caller that drives the
-//! transaction itself. The files use each other downward only, in this order:
-//! `commit_time` uses `claim_first`, which uses `begin`, then `claim`, `lookup`, `outcome`,
-//! `handler`, `options` and `coalescing`, each using only those after it.
+//! and [`SqlxStore::complete_atomic`] are its steps for a caller that drives the transaction
+//! itself. Each file uses only those after it in this order, never one before:
+//! `commit_time`, `claim_first`, `begin`, `claim`, `lookup`, `outcome`, `handler`, `options`,
+//! `coalescing`.
 
 mod begin;
 mod claim;

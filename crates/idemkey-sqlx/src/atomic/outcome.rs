@@ -1,5 +1,5 @@
-//! How an atomic request ends: [`Outcome`], or [`AtomicError`] (a re-run budget spent among
-//! them).
+//! How an atomic request ends: an [`Outcome`], or an [`AtomicError`], among which the re-runs
+//! after serialization failures running out.
 
 use std::error::Error as StdError;
 use std::time::Duration;
@@ -27,8 +27,8 @@ pub enum Outcome<R> {
     },
 }
 
-/// Why [`crate::SqlxStore::execute`] failed. Either way, nothing was committed, unless the error
-/// is [`Error::OutcomeUnknown`].
+/// Why [`crate::SqlxStore::execute`] failed. Either way, nothing was committed, unless the
+/// error is [`Error::OutcomeUnknown`].
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AtomicError<E> {
@@ -62,6 +62,7 @@ pub(crate) fn retryable<DB: Backend>(error: &(dyn StdError + 'static)) -> bool {
     false
 }
 
+/// The error once `attempts` transactions all failed to serialize: `store-unavailable`.
 pub(crate) fn exhausted(attempts: u32) -> Error {
     Error::Unavailable(format!("transaction failed to serialize {attempts} times").into())
 }
