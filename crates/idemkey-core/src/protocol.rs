@@ -115,7 +115,7 @@ pub async fn claim<S: Store>(
 
 /// The writes the claim's table makes, wherever they run: a lease-mode [`Store`]'s own short
 /// writes, or atomic mode's statements in the transaction whose first statement claimed.
-pub trait Claimant: Send {
+pub trait ClaimWrites: Send {
     /// Claims the scope, or returns its live record (see [`Store::try_claim`]).
     fn try_claim(
         &mut self,
@@ -137,18 +137,18 @@ pub trait Claimant: Send {
     ) -> impl Future<Output = Result<()>> + Send;
 }
 
-/// [`claim`] with `claimant`'s writes: claims the scope, or decides from the record that
+/// [`claim`] with `writes`: claims the scope, or decides from the record that
 /// holds it, reading it again at most `rounds` times when it changes before it is claimed
 /// again (then [`Error::Contention`]). Atomic mode passes one round: its transaction holds
 /// the record, which cannot change under it.
-pub async fn claim_by<C: Claimant>(
-    claimant: &mut C,
+pub async fn claim_by<C: ClaimWrites>(
+    writes: &mut C,
     request: &ClaimRequest,
     on_expired: ExpiredLease,
     rounds: usize,
 ) -> Result<Begin> {
     for _ in 0..rounds {
-        let record = match claimant.try_claim(request).await? {
+        let record = match writes.try_claim(request).await? {
             TryClaim::Claimed(claim) => return Ok(Begin::Execute(claim)),
             TryClaim::Existing(record) => record,
         };
@@ -157,23 +157,23 @@ pub async fn claim_by<C: Claimant>(
             Err(decision) => decision,
         };
         // Reclaiming fails only when the record changed in between: read it again.
-        let Some(claim) = claimant.reclaim(request, &record).await? else {
+        let Some(claim) = writes.reclaim(request, &record).await? else {
             continue;
         };
         if decision == Decision::Reclaim {
             return Ok(Begin::Execute(claim));
         }
         let response = previous_attempt_unknown();
-        claimant.complete(&claim, &response).await?;
+        writes.complete(&claim, &response).await?;
         return Ok(Begin::Replay(response));
     }
     Err(Error::Contention)
 }
 
-/// A lease-mode store as the table's [`Claimant`].
+/// A lease-mode store as the table's [`ClaimWrites`].
 struct Leased<'s, S>(&'s S);
 
-impl<S: Store> Claimant for Leased<'_, S> {
+impl<S: Store> ClaimWrites for Leased<'_, S> {
     async fn try_claim(&mut self, request: &ClaimRequest) -> Result<TryClaim> {
         self.0.try_claim(request).await
     }
@@ -326,7 +326,7 @@ mod tests {
         );
     }
 
-    /// A claimant that always meets `record`, and reclaims it unless it is `changing`.
+    /// Writes that always meet `record`, and claim it again unless it is `changing`.
     struct Scripted {
         record: Record,
         changing: bool,
@@ -346,7 +346,7 @@ mod tests {
         }
     }
 
-    impl Claimant for Scripted {
+    impl ClaimWrites for Scripted {
         async fn try_claim(&mut self, _request: &ClaimRequest) -> Result<TryClaim> {
             self.tries += 1;
             Ok(TryClaim::Existing(self.record.clone()))
@@ -377,33 +377,33 @@ mod tests {
     #[tokio::test]
     async fn a_record_that_keeps_changing_is_contention_after_the_rounds() {
         for rounds in [1, 3] {
-            let mut claimant = Scripted::new(expired(), true);
-            let begun = claim_by(&mut claimant, &request(), ExpiredLease::TakeOver, rounds).await;
+            let mut writes = Scripted::new(expired(), true);
+            let begun = claim_by(&mut writes, &request(), ExpiredLease::TakeOver, rounds).await;
             assert!(matches!(begun, Err(Error::Contention)));
-            assert_eq!(claimant.tries, rounds);
+            assert_eq!(writes.tries, rounds);
         }
     }
 
     #[tokio::test]
     async fn an_expired_lease_is_taken_over_or_completed_unknown() {
-        let mut claimant = Scripted::new(expired(), false);
-        let begun = claim_by(&mut claimant, &request(), ExpiredLease::TakeOver, 1).await;
+        let mut writes = Scripted::new(expired(), false);
+        let begun = claim_by(&mut writes, &request(), ExpiredLease::TakeOver, 1).await;
         assert!(matches!(begun, Ok(Begin::Execute(claim)) if claim.token == 2));
-        assert_eq!(claimant.completed, None);
+        assert_eq!(writes.completed, None);
 
         let unknown = ExpiredLease::PreviousAttemptUnknown;
-        let begun = claim_by(&mut claimant, &request(), unknown, 1).await;
+        let begun = claim_by(&mut writes, &request(), unknown, 1).await;
         let expected = previous_attempt_unknown();
         assert!(matches!(begun, Ok(Begin::Replay(response)) if response == expected));
-        assert_eq!(claimant.completed, Some(expected));
+        assert_eq!(writes.completed, Some(expected));
     }
 
     #[tokio::test]
     async fn a_completed_record_replays_without_a_write() {
         let stored = StoredResponse::new(201, "x");
-        let mut claimant = Scripted::new(RecordState::Completed(stored.clone()), true);
-        let begun = claim_by(&mut claimant, &request(), ExpiredLease::TakeOver, 3).await;
+        let mut writes = Scripted::new(RecordState::Completed(stored.clone()), true);
+        let begun = claim_by(&mut writes, &request(), ExpiredLease::TakeOver, 3).await;
         assert!(matches!(begun, Ok(Begin::Replay(response)) if response == stored));
-        assert_eq!((claimant.tries, claimant.completed), (1, None));
+        assert_eq!((writes.tries, writes.completed), (1, None));
     }
 }

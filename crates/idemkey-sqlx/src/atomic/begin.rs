@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use idemkey_core::{
-    Begin, Claim, ClaimRequest, Claimant, Error, ExpiredLease, Record, Result, StoredResponse,
+    Begin, Claim, ClaimRequest, ClaimWrites, Error, ExpiredLease, Record, Result, StoredResponse,
     TryClaim, claim_by, decide, retry_after,
 };
 use sqlx::Transaction;
@@ -178,7 +178,7 @@ struct InTransaction<'s, DB: Backend> {
     claimed: Option<TryClaim>,
 }
 
-impl<DB: Backend> Claimant for InTransaction<'_, DB> {
+impl<DB: Backend> ClaimWrites for InTransaction<'_, DB> {
     async fn try_claim(&mut self, request: &ClaimRequest) -> Result<TryClaim> {
         let tx = self.tx.as_mut().ok_or_else(ended)?;
         let claimed = match self.claimed.take() {
