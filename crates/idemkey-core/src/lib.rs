@@ -67,7 +67,8 @@ pub use memory::{Clock, ManualClock, MemoryStore, SystemClock};
 pub use policy::{ExpiredLease, REJECTION_STATUSES, StatusPolicy, Verdict};
 pub use problem::{Problem, ProblemKind};
 pub use protocol::{
-    Answer, Begin, Decision, begin, claim, decide, look, previous_attempt_unknown, retry_after,
+    Answer, Begin, ClaimWrites, Decision, begin, claim, claim_by, decide, look,
+    previous_attempt_unknown, retry_after,
 };
 pub use record::{
     Claim, ClaimRequest, DEFAULT_LEASE, DEFAULT_RETENTION, MAX_REQUEST_ID_LEN, Record, RecordId,

@@ -1,10 +1,11 @@
 //! The decision table of behaviour §5, shared by every store and both modes.
 
+use std::future::Future;
 use std::time::Duration;
 
 use crate::{
-    ClaimRequest, Error, ExpiredLease, Problem, ProblemKind, Record, RecordState, Result, Store,
-    StoredResponse, TryClaim,
+    Claim, ClaimRequest, Error, ExpiredLease, Problem, ProblemKind, Record, RecordState, Result,
+    Store, StoredResponse, TryClaim,
 };
 
 /// What an existing live record means for a request (§5).
@@ -57,7 +58,7 @@ pub fn retry_after(remaining: Duration) -> Duration {
 #[derive(Clone, Debug)]
 pub enum Begin {
     /// This request holds the claim: run the handler, then complete or release.
-    Execute(crate::Claim),
+    Execute(Claim),
     /// Replay this stored response.
     Replay(StoredResponse),
     /// 422 `key-reused`.
@@ -109,8 +110,45 @@ pub async fn claim<S: Store>(
     request: &ClaimRequest,
     on_expired: ExpiredLease,
 ) -> Result<Begin> {
-    for _ in 0..MAX_ROUNDS {
-        let record = match store.try_claim(request).await? {
+    claim_by(&mut Leased(store), request, on_expired, MAX_ROUNDS).await
+}
+
+/// The writes the claim's table makes, wherever they run: a lease-mode [`Store`]'s own short
+/// writes, or atomic mode's statements in the transaction whose first statement claimed.
+pub trait ClaimWrites: Send {
+    /// Claims the scope, or returns its live record (see [`Store::try_claim`]).
+    fn try_claim(
+        &mut self,
+        request: &ClaimRequest,
+    ) -> impl Future<Output = Result<TryClaim>> + Send;
+
+    /// Claims `seen` again under its id, unless it changed (see [`Store::reclaim`]).
+    fn reclaim(
+        &mut self,
+        request: &ClaimRequest,
+        seen: &Record,
+    ) -> impl Future<Output = Result<Option<Claim>>> + Send;
+
+    /// Stores `response` in the claimed record (see [`Store::complete`]).
+    fn complete(
+        &mut self,
+        claim: &Claim,
+        response: &StoredResponse,
+    ) -> impl Future<Output = Result<()>> + Send;
+}
+
+/// [`claim`] with `writes`: claims the scope, or decides from the record that
+/// holds it, reading it again at most `rounds` times when it changes before it is claimed
+/// again (then [`Error::Contention`]). Atomic mode passes one round: its transaction holds
+/// the record, which cannot change under it.
+pub async fn claim_by<C: ClaimWrites>(
+    writes: &mut C,
+    request: &ClaimRequest,
+    on_expired: ExpiredLease,
+    rounds: usize,
+) -> Result<Begin> {
+    for _ in 0..rounds {
+        let record = match writes.try_claim(request).await? {
             TryClaim::Claimed(claim) => return Ok(Begin::Execute(claim)),
             TryClaim::Existing(record) => record,
         };
@@ -119,17 +157,34 @@ pub async fn claim<S: Store>(
             Err(decision) => decision,
         };
         // Reclaiming fails only when the record changed in between: read it again.
-        let Some(claim) = store.reclaim(request, &record).await? else {
+        let Some(claim) = writes.reclaim(request, &record).await? else {
             continue;
         };
         if decision == Decision::Reclaim {
             return Ok(Begin::Execute(claim));
         }
         let response = previous_attempt_unknown();
-        store.complete(&claim, &response).await?;
+        writes.complete(&claim, &response).await?;
         return Ok(Begin::Replay(response));
     }
     Err(Error::Contention)
+}
+
+/// A lease-mode store as the table's [`ClaimWrites`].
+struct Leased<'s, S>(&'s S);
+
+impl<S: Store> ClaimWrites for Leased<'_, S> {
+    async fn try_claim(&mut self, request: &ClaimRequest) -> Result<TryClaim> {
+        self.0.try_claim(request).await
+    }
+
+    async fn reclaim(&mut self, request: &ClaimRequest, seen: &Record) -> Result<Option<Claim>> {
+        self.0.reclaim(request, seen).await
+    }
+
+    async fn complete(&mut self, claim: &Claim, response: &StoredResponse) -> Result<()> {
+        self.0.complete(claim, response).await
+    }
 }
 
 /// An answer that needs no write: the request does not execute.
@@ -269,5 +324,86 @@ mod tests {
             ),
             Decision::Reclaim
         );
+    }
+
+    /// Writes that always meet `record`, and claim it again unless it is `changing`.
+    struct Scripted {
+        record: Record,
+        changing: bool,
+        tries: usize,
+        completed: Option<StoredResponse>,
+    }
+
+    impl Scripted {
+        fn new(state: RecordState, changing: bool) -> Self {
+            let record = record(state);
+            Self {
+                record,
+                changing,
+                tries: 0,
+                completed: None,
+            }
+        }
+    }
+
+    impl ClaimWrites for Scripted {
+        async fn try_claim(&mut self, _request: &ClaimRequest) -> Result<TryClaim> {
+            self.tries += 1;
+            Ok(TryClaim::Existing(self.record.clone()))
+        }
+
+        async fn reclaim(
+            &mut self,
+            request: &ClaimRequest,
+            seen: &Record,
+        ) -> Result<Option<Claim>> {
+            let now = std::time::Instant::now();
+            let claim = request.grant(seen.record_id, seen.token + 1, now, Some(seen));
+            Ok((!self.changing).then_some(claim))
+        }
+
+        async fn complete(&mut self, _claim: &Claim, response: &StoredResponse) -> Result<()> {
+            self.completed = Some(response.clone());
+            Ok(())
+        }
+    }
+
+    fn expired() -> RecordState {
+        RecordState::InFlight {
+            lease_remaining: Duration::ZERO,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_record_that_keeps_changing_is_contention_after_the_rounds() {
+        for rounds in [1, 3] {
+            let mut writes = Scripted::new(expired(), true);
+            let begun = claim_by(&mut writes, &request(), ExpiredLease::TakeOver, rounds).await;
+            assert!(matches!(begun, Err(Error::Contention)));
+            assert_eq!(writes.tries, rounds);
+        }
+    }
+
+    #[tokio::test]
+    async fn an_expired_lease_is_taken_over_or_completed_unknown() {
+        let mut writes = Scripted::new(expired(), false);
+        let begun = claim_by(&mut writes, &request(), ExpiredLease::TakeOver, 1).await;
+        assert!(matches!(begun, Ok(Begin::Execute(claim)) if claim.token == 2));
+        assert_eq!(writes.completed, None);
+
+        let unknown = ExpiredLease::PreviousAttemptUnknown;
+        let begun = claim_by(&mut writes, &request(), unknown, 1).await;
+        let expected = previous_attempt_unknown();
+        assert!(matches!(begun, Ok(Begin::Replay(response)) if response == expected));
+        assert_eq!(writes.completed, Some(expected));
+    }
+
+    #[tokio::test]
+    async fn a_completed_record_replays_without_a_write() {
+        let stored = StoredResponse::new(201, "x");
+        let mut writes = Scripted::new(RecordState::Completed(stored.clone()), true);
+        let begun = claim_by(&mut writes, &request(), ExpiredLease::TakeOver, 3).await;
+        assert!(matches!(begun, Ok(Begin::Replay(response)) if response == stored));
+        assert_eq!((writes.tries, writes.completed), (1, None));
     }
 }

@@ -1,8 +1,26 @@
 //! What each database provides: its SQL, its write transactions and its error rules.
+//!
+//! Each backend is a folder of the same files, so that the next one (MySQL) is a copy of a
+//! folder with its own SQL and codes:
+//!
+//! - `mod.rs`: the store's alias (`SqliteStore`, `PgStore`), its `connect_options`,
+//!   `connect`, `connect_with` and `migrate` (its migrations under `migrations/<backend>`),
+//!   anything its pool needs, and `impl Sealed`.
+//! - `queries.rs`: the SQL constants and `impl Backend`, whose fenced statements come from
+//!   `crate::statements` (`fenced_statements!`, `claim_with!`) with the folder's typed helpers
+//!   (`scoped`, `held`, `token_of`) in scope.
+//! - `error.rs`: `store_error` for the backend, and the rules that read the database's own
+//!   codes, reached only through the trait: [`Backend::is_unavailable`],
+//!   [`Backend::is_retryable`], [`Backend::commit_error`] (and [`Backend::note_error`] where
+//!   an error spoils a connection).
+//!
+//! A backend may add files for what it alone does: PostgreSQL's `wait.rs` bounds how an
+//! atomic claim waits for a concurrent uncommitted claim of its scope.
 
 use std::future::Future;
 
 use idemkey_core::{Claim, ClaimRequest, Record, Result, Scope, StoredResponse, TryClaim};
+use sqlx::error::DatabaseError;
 use sqlx::pool::PoolConnection;
 use sqlx::{Database, Pool, Transaction};
 
@@ -190,10 +208,21 @@ pub trait Backend: Database + Sealed {
         false
     }
 
+    /// Whether one of this database's own errors may pass if tried again (a lock wait that
+    /// ran out, a server shutting down), and so is `store-unavailable`; otherwise it is
+    /// permanent until someone acts. The driver's own failures (pool timeouts, I/O) are
+    /// classified for every backend alike.
+    fn is_unavailable(error: &dyn DatabaseError) -> bool;
+
+    /// Sees each of this database's errors before it is classified, for a backend whose
+    /// connections an error can spoil (SQLite: after a read-only or I/O error the pools
+    /// replace their connections). Defaults to nothing.
+    fn note_error(_error: &dyn DatabaseError) {}
+
     /// What a failed `COMMIT` means: on a networked database a lost reply is
     /// [`idemkey_core::Error::OutcomeUnknown`].
     fn commit_error(error: sqlx::Error) -> idemkey_core::Error {
-        crate::error::store_error(error)
+        crate::error::store_error::<Self>(error)
     }
 }
 

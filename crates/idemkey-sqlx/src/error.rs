@@ -1,50 +1,37 @@
-//! Mapping sqlx errors onto idemkey's error; each backend's own rules live in its folder.
+//! Mapping sqlx errors onto idemkey's: the driver's own failures here, each database's codes
+//! through its [`Backend`] (its folder's `error.rs`).
 
 use idemkey_core::Error;
-use sqlx::error::DatabaseError;
 
-/// Classifies a sqlx error: what may pass if tried again (a wait that ran out, a lost or
-/// refused connection, a server shutting down) is `Unavailable`; the rest, permanent until
-/// someone acts (a missing table, a denied permission, bad data), is `Backend`.
-pub(crate) fn store_error(error: sqlx::Error) -> Error {
-    #[cfg(feature = "sqlite")]
-    if let sqlx::Error::Database(db) = &error
-        && db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some()
-    {
-        // Whatever the class: the pools replace connections after a read-only or I/O error.
-        crate::sqlite::note_fault(&db.code().unwrap_or_default());
+use crate::Backend;
+
+/// Classifies a sqlx error of a `DB` store: what may pass if tried again (a wait that ran
+/// out, a lost or refused connection, a server shutting down) is `Unavailable`; the rest,
+/// permanent until someone acts (a missing table, a denied permission, bad data), is
+/// `Backend`. The backend sees every database error first ([`Backend::note_error`]).
+pub(crate) fn store_error<DB: Backend>(error: sqlx::Error) -> Error {
+    if let sqlx::Error::Database(db) = &error {
+        DB::note_error(db.as_ref());
     }
-    if is_unavailable(&error) {
+    if is_unavailable::<DB>(&error) {
         Error::Unavailable(Box::new(error))
     } else {
         Error::Backend(Box::new(error))
     }
 }
 
-fn is_unavailable(error: &sqlx::Error) -> bool {
+/// The driver's transient failures, whatever the database; then the database's own codes,
+/// which only its backend may read: SQLite's codes and PostgreSQL's SQLSTATEs overlap as
+/// numbers ("42501" & 0xff is SQLite's BUSY).
+fn is_unavailable<DB: Backend>(error: &sqlx::Error) -> bool {
     match error {
         sqlx::Error::PoolTimedOut
         | sqlx::Error::PoolClosed
         | sqlx::Error::Io(_)
         | sqlx::Error::WorkerCrashed => true,
-        sqlx::Error::Database(db) => is_transient(db.as_ref()),
+        sqlx::Error::Database(db) => DB::is_unavailable(db.as_ref()),
         _ => false,
     }
-}
-
-/// Asks the backend whose error this is: SQLite's codes and PostgreSQL's SQLSTATEs overlap
-/// as numbers ("42501" & 0xff is SQLite's BUSY), so no rule may read both.
-fn is_transient(db: &dyn DatabaseError) -> bool {
-    #[cfg(feature = "postgres")]
-    if let Some(pg) = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
-        return crate::postgres::error::is_transient(pg.code());
-    }
-    #[cfg(feature = "sqlite")]
-    if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
-        return db.code().is_some_and(|code| crate::sqlite::is_busy(&code));
-    }
-    let _ = db;
-    false
 }
 
 /// Milliseconds for SQL arithmetic, saturating.

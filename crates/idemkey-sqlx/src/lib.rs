@@ -51,14 +51,10 @@
 mod atomic;
 mod backend;
 mod cache;
-mod commit_time;
 mod error;
-mod execute;
 // Test-only hooks for this workspace's fault tests: not part of the public API.
 #[doc(hidden)]
 pub mod failpoints;
-mod local;
-mod looked;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod row;
@@ -67,13 +63,11 @@ mod sqlite;
 mod statements;
 mod store;
 
-pub use atomic::{AtomicBegin, AtomicClaim};
-pub use backend::{Backend, Folded};
-pub use execute::{
-    AtomicError, AtomicHandler, AtomicOptions, AtomicResponse, HandlerFn, HandlerResult, Outcome,
-    Strategy, handler_fn,
+pub use atomic::{
+    AtomicBegin, AtomicClaim, AtomicError, AtomicHandler, AtomicOptions, AtomicResponse, HandlerFn,
+    HandlerResult, Looked, Outcome, Strategy, handler_fn,
 };
-pub use looked::Looked;
+pub use backend::{Backend, Folded};
 #[cfg(feature = "postgres")]
 pub use postgres::{DEFAULT_CLAIM_LOCK_TIMEOUT, DEFAULT_MAX_CONNECTIONS, PgSettings, PgStore};
 #[cfg(feature = "sqlite")]

@@ -12,10 +12,10 @@ use sqlx::{Pool, Transaction};
 use tokio::sync::OnceCell;
 
 use crate::Backend;
+use crate::atomic::coalescing::LocalClaims;
 use crate::cache::ReplayCache;
 use crate::error::store_error;
 use crate::failpoints::Point;
-use crate::local::LocalClaims;
 
 /// How many times lease mode's claim runs when the live record it met is gone before it can
 /// be read: each time means another request removed that record in between.
@@ -141,7 +141,7 @@ impl<DB: Backend> SqlxStore<DB> {
             self.within_caps(&mut tx, request, None).await?;
         }
         // Like the unconfined claim, a lost reply here is not `OutcomeUnknown`: nothing ran.
-        tx.commit().await.map_err(store_error)?;
+        tx.commit().await.map_err(store_error::<DB>)?;
         Ok(outcome)
     }
 
@@ -235,7 +235,7 @@ impl<DB: Backend> SqlxStore<DB> {
     }
 
     pub(crate) async fn conn(&self) -> Result<PoolConnection<DB>> {
-        self.pool.acquire().await.map_err(store_error)
+        self.pool.acquire().await.map_err(store_error::<DB>)
     }
 
     /// A connection for writes outside a transaction: the store's own (complete, release,
@@ -245,7 +245,7 @@ impl<DB: Backend> SqlxStore<DB> {
     /// [`Self::begin_write`]: both take the writer, so it would wait out the pool's acquire
     /// timeout and fail.
     pub async fn write_conn(&self) -> Result<PoolConnection<DB>> {
-        self.writer.acquire().await.map_err(store_error)
+        self.writer.acquire().await.map_err(store_error::<DB>)
     }
 }
 

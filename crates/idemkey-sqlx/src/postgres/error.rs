@@ -1,8 +1,14 @@
 //! How PostgreSQL's errors map onto idemkey's: re-runs, lock timeouts, lost commits.
 
 use idemkey_core::Error;
+use sqlx::Postgres;
+use sqlx::error::DatabaseError;
+use sqlx::postgres::PgDatabaseError;
 
-use crate::error::store_error;
+/// [`crate::error::store_error`] for PostgreSQL.
+pub(crate) fn store_error(error: sqlx::Error) -> Error {
+    crate::error::store_error::<Postgres>(error)
+}
 
 /// SQLSTATE of a statement that gave up waiting for a lock (`lock_timeout`).
 const LOCK_NOT_AVAILABLE: &str = "55P03";
@@ -17,13 +23,20 @@ fn code(error: &sqlx::Error) -> Option<String> {
     }
 }
 
+/// A PostgreSQL error whose SQLSTATE [`is_transient`].
+pub(super) fn is_unavailable(error: &dyn DatabaseError) -> bool {
+    error
+        .try_downcast_ref::<PgDatabaseError>()
+        .is_some_and(|pg| is_transient(pg.code()))
+}
+
 /// SQLSTATEs that may pass if the request is tried again: connection exceptions (class 08),
 /// insufficient resources (class 53: too many connections, disk full, out of memory), a lock
 /// or statement wait that ran out (55P03, 57014), the server shutting down or starting
 /// (57P01..57P03), and serialization failures or deadlocks that exhausted their re-runs.
 /// Every other code (42501 insufficient privilege, 22021 bad encoding, 42P01 missing table)
 /// stays until someone acts: retrying it would never end.
-pub(crate) fn is_transient(code: &str) -> bool {
+fn is_transient(code: &str) -> bool {
     code.starts_with("08")
         || code.starts_with("53")
         || matches!(

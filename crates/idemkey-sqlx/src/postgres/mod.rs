@@ -6,7 +6,7 @@
 //! database's or role's default (behaviour §8): an acknowledged response is durable only if
 //! its commit is, and `off` can lose a note together with its record after a crash.
 
-pub(crate) mod error;
+mod error;
 mod queries;
 mod wait;
 
@@ -18,7 +18,7 @@ use sqlx::Postgres;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 use crate::SqlxStore;
-use crate::error::store_error;
+use error::store_error;
 
 pub use wait::{DEFAULT_CLAIM_LOCK_TIMEOUT, PgSettings};
 

@@ -8,8 +8,9 @@ use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgArguments, PgConnection, PgRow};
 use sqlx::{Pool, Postgres, Row, Transaction};
 
+use super::error::store_error;
 use super::wait::{self, PgSettings};
-use crate::error::{millis, store_error};
+use crate::error::millis;
 use crate::row::{RecordRow, fenced, into_record};
 use crate::{Backend, SqlxStore};
 
@@ -204,6 +205,10 @@ impl Backend for Postgres {
 
     fn is_retryable(error: &sqlx::Error) -> bool {
         super::error::is_retryable(error)
+    }
+
+    fn is_unavailable(error: &dyn sqlx::error::DatabaseError) -> bool {
+        super::error::is_unavailable(error)
     }
 
     fn commit_error(error: sqlx::Error) -> Error {

@@ -9,9 +9,9 @@ use sqlx::pool::PoolConnection;
 use sqlx::{AssertSqlSafe, Pool, Postgres, SqlSafeStr, Transaction};
 use tokio::sync::Semaphore;
 
-use super::error::is_lock_wait_ended;
+use super::error::{is_lock_wait_ended, store_error};
 use crate::SqlxStore;
-use crate::error::{millis, store_error};
+use crate::error::millis;
 use crate::failpoints::Point;
 
 /// How long an atomic claim waits for a concurrent claim of the same scope to commit or

@@ -1,9 +1,14 @@
 //! The SQLite backend.
+//!
+//! It has no `wait.rs` as PostgreSQL has: a write transaction holds the whole database, so
+//! an atomic claim never meets a concurrent uncommitted claim of its scope. The process's
+//! writers queue for its one writer connection, and another process's lock is waited out by
+//! the busy timeout ([`DEFAULT_BUSY_TIMEOUT`]).
 
+mod error;
 mod queries;
 
 use std::str::FromStr;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use idemkey_core::Result;
@@ -15,7 +20,7 @@ use sqlx::sqlite::{
 use sqlx::{Connection, Sqlite};
 
 use crate::SqlxStore;
-use crate::error::store_error;
+use error::store_error;
 
 /// The SQLite store: records in the same database file as the business tables.
 pub type SqliteStore = SqlxStore<Sqlite>;
@@ -136,55 +141,18 @@ pub(crate) fn writer_pool(pool: &SqlitePool) -> SqlitePool {
         .connect_lazy_with((*pool.connect_options()).clone())
 }
 
-/// When this process last met a read-only or I/O error on a SQLite database: connections
-/// opened before it are not reused (see [`reusable`]).
-static LAST_FAULT: Mutex<Option<Instant>> = Mutex::new(None);
-
-/// Notes a read-only (`SQLITE_READONLY`, 8) or I/O (`SQLITE_IOERR`, 10) error, with any
-/// extended code. SQLite reopens a file it could not write read-only and keeps it so, and
-/// an I/O error may leave the connection's pager in its error state: such a connection
-/// never writes again, though the file is writable again (a remount, a freed disk), so the
-/// pools replace every connection that may have met it.
-pub(crate) fn note_fault(code: &str) {
-    if code
-        .parse::<i32>()
-        .is_ok_and(|c| matches!(c & 0xff, 8 | 10))
-    {
-        *LAST_FAULT
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Instant::now());
-    }
-}
-
 /// Whether a pooled connection may be handed out: not inside a transaction, and opened after
-/// the last fault [`note_fault`] saw. Replacing a connection costs an open of the file.
+/// the last fault [`error::note_fault`] saw. Replacing a connection costs an open of the file.
 fn reusable(conn: &SqliteConnection, meta: &PoolConnectionMetadata) -> bool {
-    let last_fault = *LAST_FAULT
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let opened = Instant::now().checked_sub(meta.age);
-    let before_fault =
-        matches!((opened, last_fault), (Some(opened), Some(fault)) if opened <= fault);
-    !conn.is_in_transaction() && !before_fault
+    !conn.is_in_transaction() && !error::opened_before_fault(opened)
 }
 
 impl crate::backend::Sealed for Sqlite {}
 
-/// SQLite's busy or locked, with any extended code (`SQLITE_BUSY_SNAPSHOT` is 517): another
-/// connection held the lock past the busy timeout.
-pub(crate) fn is_busy(code: &str) -> bool {
-    code.parse::<i32>().is_ok_and(|c| matches!(c & 0xff, 5 | 6))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn busy_codes() {
-        assert!(is_busy("5") && is_busy("517") && is_busy("6") && is_busy("262"));
-        assert!(!is_busy("19") && !is_busy("13") && !is_busy("SQLITE"));
-    }
 
     /// With no busy wait at all, 16 concurrent write transactions of one store all begin:
     /// they queue for the writer instead of meeting SQLite's lock.

@@ -7,7 +7,8 @@ use futures_util::StreamExt;
 use idemkey_core::{Claim, ClaimRequest, Error, Record, Result, Scope, StoredResponse, TryClaim};
 use sqlx::{Either, Pool, Row, Sqlite, Transaction};
 
-use crate::error::{millis, store_error};
+use super::error::store_error;
+use crate::error::millis;
 use crate::row::{RecordRow, fenced, into_record};
 use crate::{Backend, Folded};
 
@@ -217,6 +218,14 @@ impl Backend for Sqlite {
     }
 
     crate::statements::fenced_statements!();
+
+    fn is_unavailable(error: &dyn sqlx::error::DatabaseError) -> bool {
+        super::error::is_unavailable(error)
+    }
+
+    fn note_error(error: &dyn sqlx::error::DatabaseError) {
+        super::error::note_fault(error);
+    }
 }
 
 crate::statements::claim_with!(Sqlite);

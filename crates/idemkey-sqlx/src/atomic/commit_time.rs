@@ -6,18 +6,17 @@
 
 use std::time::Instant;
 
-use idemkey_core::{
-    Answer, ClaimRequest, Error, Record, RecordId, RecordState, StoredResponse, decide,
-};
+use idemkey_core::{Answer, ClaimRequest, Error, RecordId, StoredResponse, decide};
 use sqlx::Transaction;
 
-use crate::SqlxStore;
-use crate::execute::{exhausted, retryable, rollback};
+use super::claim::{completed, rollback};
+use super::coalescing::{Leader, LocalTurn, Turn};
+use super::handler::{AtomicHandler, AtomicResponse};
+use super::lookup::Looked;
+use super::options::AtomicOptions;
+use super::outcome::{AtomicError, Outcome, exhausted, retryable};
 use crate::failpoints::Point;
-use crate::local::{Leader, LocalTurn, Turn};
-use crate::{
-    AtomicError, AtomicHandler, AtomicOptions, AtomicResponse, Backend, Folded, Looked, Outcome,
-};
+use crate::{Backend, Folded, SqlxStore};
 
 /// How one speculative transaction ended.
 enum Step<R> {
@@ -302,23 +301,5 @@ fn committed_failure<DB: Backend>(error: Error) -> Result<Committed, Error> {
         Ok(Committed::Again)
     } else {
         Err(error)
-    }
-}
-
-/// The record `request` committed with `stored` under a fresh claim (commit-time's insert,
-/// or claim-first's new record), as a lookup would read it.
-pub(crate) fn completed(
-    request: &ClaimRequest,
-    record_id: RecordId,
-    token: i64,
-    stored: &StoredResponse,
-) -> Record {
-    Record {
-        record_id,
-        version: request.operation.version().to_owned(),
-        fingerprint: request.fingerprint,
-        token,
-        state: RecordState::Completed(stored.clone()),
-        request_id: request.request_id.clone(),
     }
 }
