@@ -11,7 +11,7 @@ use std::path::Path;
 use idemkey_test_support::db::{count_rows, notes_by_title};
 use idemkey_test_support::load::{self, Receipts};
 use idemkey_test_support::notes::{ALICE, create};
-use idemkey_test_support::redis::{self as redis_server, RedisServer};
+use idemkey_test_support::redis::{Certificates, RedisServer, tls_server, valkey_program};
 use idemkey_test_support::serve::Serve;
 use idemkey_test_support::storm::{raw_create, storm};
 
@@ -227,7 +227,7 @@ async fn records_wait_for_a_replica_when_asked() {
 /// server's `WAITAOF` for it; a server without an append-only file is refused at start-up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_wait_for_the_fsync_when_asked() {
-    let Some(program) = redis_server::valkey_program() else {
+    let Some(program) = valkey_program() else {
         return;
     };
     let valkey = RedisServer::start_program(
@@ -365,8 +365,8 @@ async fn replays_come_from_memory_until_a_forget_elsewhere() {
 /// `forget` takes the CA too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_over_tls_trust_the_ca_given() {
-    let certs = redis_server::Certificates::make();
-    let (_redis, url) = redis_server::tls_server(&certs);
+    let certs = Certificates::make();
+    let (_redis, url) = tls_server(&certs);
     let ca = certs.path("ca.crt");
     let ca = ca.to_str().unwrap();
     let dir = tempfile::tempdir().unwrap();
