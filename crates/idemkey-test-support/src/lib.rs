@@ -6,6 +6,7 @@
 //! The binary under test is always the caller's: pass `env!("CARGO_BIN_EXE_idemkey")`.
 //! A server a test needs but cannot find (PostgreSQL, Redis, Valkey) is a loud `SKIPPED`
 //! locally and a failure when `CI` is set.
+// A helper that cannot do its job fails the test that called it: unwrapping is how it says so.
 #![allow(clippy::unwrap_used)]
 
 #[cfg(feature = "sql")]
