@@ -2,7 +2,6 @@
 //! terminal escape sequences meant for the user's screen. Each must end as a case's verdict
 //! with readable evidence — never a panic, unbounded memory, a hang, or raw escapes.
 
-mod request;
 mod server;
 
 use std::time::Duration;

@@ -1,22 +1,22 @@
 //! `idemkey proxy` against an upstream that is not Rust (a small non-idempotent Python API,
-//! `upstream.py`), over real sockets (issue 15): the seed's cases through the proxy, a storm
+//! `upstream.py`), over real sockets: the seed's cases through the proxy, a storm
 //! of 64, two proxies on PostgreSQL, the proxy killed mid-request, an upstream that dies
 //! mid-response or cannot be reached, and `idemkey check` against the proxy and the bare
 //! upstream. Races are forced: the upstream holds the first request until the test
 //! releases it.
 #![allow(clippy::unwrap_used)]
 
-mod harness;
-#[allow(dead_code, unreachable_pub)]
-#[path = "../common/pg.rs"]
-mod pg;
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../../idemkey-redis/tests/redis/common.rs"]
-mod redis_server;
+mod upstream;
 
 use std::time::Duration;
 
-use harness::{Proxy, Upstream, post, slug};
+use idemkey_test_support::pg;
+use idemkey_test_support::proxy::Proxy;
+use idemkey_test_support::redis::RedisServer;
+use upstream::{Upstream, post, slug};
+
+/// The binary under test.
+const IDEMKEY: &str = env!("CARGO_BIN_EXE_idemkey");
 
 fn sqlite_url(dir: &tempfile::TempDir) -> String {
     format!("sqlite://{}", dir.path().join("proxy.db").display())
@@ -31,7 +31,7 @@ struct Fixture {
 fn start(extra: &[&str]) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let upstream = Upstream::start();
-    let proxy = Proxy::start(&upstream.url(), &sqlite_url(&dir), extra);
+    let proxy = Proxy::start(IDEMKEY, &upstream.url(), &sqlite_url(&dir), extra);
     Fixture {
         upstream,
         proxy,
@@ -126,7 +126,7 @@ async fn the_seed_cases_through_the_proxy() {
             .await
             .unwrap();
     pool.close().await;
-    let forgot = std::process::Command::new(env!("CARGO_BIN_EXE_idemkey"))
+    let forgot = std::process::Command::new(IDEMKEY)
         .args([
             "forget",
             "--database-url",
@@ -182,17 +182,17 @@ async fn two_proxies_on_postgres_execute_once() {
     };
     let schema = pg::Schema::create(&base).await;
     let upstream = Upstream::start();
-    let a = Proxy::start(&upstream.url(), &schema.url(), &[]);
-    let b = Proxy::start(&upstream.url(), &schema.url(), &[]);
+    let a = Proxy::start(IDEMKEY, &upstream.url(), &schema.url(), &[]);
+    let b = Proxy::start(IDEMKEY, &upstream.url(), &schema.url(), &[]);
     storm(&upstream, &[&a, &b]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_proxies_on_redis_execute_once() {
-    let redis = redis_server::Server::start(&[]);
+    let redis = RedisServer::start(&[]);
     let upstream = Upstream::start();
-    let a = Proxy::start(&upstream.url(), &redis.url(), &[]);
-    let b = Proxy::start(&upstream.url(), &redis.url(), &[]);
+    let a = Proxy::start(IDEMKEY, &upstream.url(), &redis.url(), &[]);
+    let b = Proxy::start(IDEMKEY, &upstream.url(), &redis.url(), &[]);
     storm(&upstream, &[&a, &b]).await;
 }
 
@@ -205,7 +205,7 @@ async fn killed_mid_request_then_restarted_no_duplicate_no_lost_answer() {
     let dir = tempfile::tempdir().unwrap();
     let upstream = Upstream::start();
     let lease = ["--lease", "1s"];
-    let mut proxy = Proxy::start(&upstream.url(), &sqlite_url(&dir), &lease);
+    let mut proxy = Proxy::start(IDEMKEY, &upstream.url(), &sqlite_url(&dir), &lease);
     let url = proxy.url("/items?dedup=1&hold=crash");
     let lost = tokio::spawn(async move {
         reqwest::Client::new()
@@ -222,7 +222,7 @@ async fn killed_mid_request_then_restarted_no_duplicate_no_lost_answer() {
     assert!(lost.await.unwrap().is_err(), "the client lost its answer");
     upstream.release("crash").await;
     let addr = proxy.addr.to_string();
-    let again = Proxy::start_at(&addr, &upstream.url(), &sqlite_url(&dir), &lease);
+    let again = Proxy::start_at(IDEMKEY, &addr, &upstream.url(), &sqlite_url(&dir), &lease);
     let retry_url = again.url("/items?dedup=1&hold=crash");
     let mut answer = post(&retry_url, "alice", Some("crash"), "c").await;
     for _ in 0..100 {
@@ -267,7 +267,12 @@ async fn unknown_outcomes_may_be_released_by_configuration() {
     std::fs::write(&config, "[upstream]\nunknown_outcome = \"release\"\n").unwrap();
     let upstream = Upstream::start();
     let config = config.to_str().unwrap();
-    let proxy = Proxy::start(&upstream.url(), &sqlite_url(&dir), &["--config", config]);
+    let proxy = Proxy::start(
+        IDEMKEY,
+        &upstream.url(),
+        &sqlite_url(&dir),
+        &["--config", config],
+    );
     let first = post(&proxy.url("/items?die=1&dedup=1"), "alice", Some("r"), "r").await;
     assert_eq!(first.status(), 502);
     let retry = post(&proxy.url("/items?die=1&dedup=1"), "alice", Some("r"), "r").await;
@@ -287,7 +292,12 @@ async fn an_unreachable_upstream_releases_the_claim() {
         .local_addr()
         .unwrap()
         .port();
-    let proxy = Proxy::start(&format!("http://127.0.0.1:{port}"), &sqlite_url(&dir), &[]);
+    let proxy = Proxy::start(
+        IDEMKEY,
+        &format!("http://127.0.0.1:{port}"),
+        &sqlite_url(&dir),
+        &[],
+    );
     let refused = post(&proxy.url("/items"), "alice", Some("u"), "u").await;
     assert_eq!(refused.status(), 502);
     assert_eq!(slug(refused).await, "upstream-unreachable");
@@ -310,7 +320,12 @@ async fn routes_from_the_config_file() {
     std::fs::write(&config, text).unwrap();
     let upstream = Upstream::start();
     let config = config.to_str().unwrap();
-    let proxy = Proxy::start(&upstream.url(), &sqlite_url(&dir), &["--config", config]);
+    let proxy = Proxy::start(
+        IDEMKEY,
+        &upstream.url(),
+        &sqlite_url(&dir),
+        &["--config", config],
+    );
     let missing = post(&proxy.url("/items"), "alice", None, "a").await;
     assert_eq!(missing.status(), 400);
     assert_eq!(slug(missing).await, "key-missing");
@@ -355,7 +370,7 @@ async fn routes_from_the_config_file() {
 async fn idemkey_check_passes_through_the_proxy_and_fails_without_it() {
     let app = start(&[]);
     let check = |base: String| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_idemkey"))
+        std::process::Command::new(IDEMKEY)
             .args(["check", &format!("{base}/items")])
             .args([
                 "--body",
@@ -404,7 +419,7 @@ async fn idemkey_check_passes_through_the_proxy_and_fails_without_it() {
 async fn sigterm_lets_claimed_requests_finish() {
     let dir = tempfile::tempdir().unwrap();
     let upstream = Upstream::start();
-    let mut proxy = Proxy::start(&upstream.url(), &sqlite_url(&dir), &[]);
+    let mut proxy = Proxy::start(IDEMKEY, &upstream.url(), &sqlite_url(&dir), &[]);
     let url = proxy.url("/items?hold=term");
     let pending = tokio::spawn(async move { post(&url, "alice", Some("term"), "t").await });
     upstream.held(1).await;
@@ -417,7 +432,7 @@ async fn sigterm_lets_claimed_requests_finish() {
     assert_eq!(pending.await.unwrap().status(), 201);
     let status = tokio::task::block_in_place(|| proxy.process.child.wait().unwrap());
     assert!(status.success(), "{status}");
-    let again = Proxy::start(&upstream.url(), &sqlite_url(&dir), &[]);
+    let again = Proxy::start(IDEMKEY, &upstream.url(), &sqlite_url(&dir), &[]);
     let retry = post(&again.url("/items?hold=term"), "alice", Some("term"), "t").await;
     assert_eq!(retry.headers()["idempotent-replayed"], "true");
     assert_eq!(upstream.created().await, 1);

@@ -7,9 +7,10 @@ use idemkey_core::{
     Begin, ClaimRequest, Error, ExpiredLease, Fingerprint, Key, MAX_KEY_LEN, Operation, Store,
     StoredResponse, begin,
 };
+use idemkey_test_support::redis::standalone_url;
 use redis::AsyncCommands;
 
-use crate::common::{Store as RedisStore, standalone_store, standalone_url};
+use crate::common::{Store as RedisStore, standalone_store};
 
 const TRICKY: &[&str] = &[
     "\"", "'", "]]", "\n", "%s%d", "{", "}", "{x}", "]]--[[", "\0\r\n",

@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 use idemkey_core::testkit::request;
 use idemkey_core::{Begin, ClaimRequest, ExpiredLease, Store, StoredResponse, TryClaim, begin};
 use idemkey_redis::{RedisOptions, RedisStore};
+use idemkey_test_support::redis::{RedisServer, standalone_url, valkey_program};
 
-use crate::common::{Server, Store as Redis, standalone_url, unique_prefix, valkey_program};
+use crate::common::{Store as Redis, unique_prefix};
 
 /// Memory enough for every test here.
 const BYTES: u64 = 1 << 20;
@@ -35,7 +36,7 @@ async fn completed(store: &Redis, req: &ClaimRequest) {
 }
 
 /// Looks `req` up until a lookup makes no call on `server`: its copy is in the cache.
-async fn until_cached(server: &Server, store: &Redis, req: &ClaimRequest) {
+async fn until_cached(server: &RedisServer, store: &Redis, req: &ClaimRequest) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let before = server.calls("evalsha");
@@ -49,7 +50,7 @@ async fn until_cached(server: &Server, store: &Redis, req: &ClaimRequest) {
 }
 
 /// The id of the server's one connection with tracking on.
-fn tracking_client(server: &Server) -> Option<String> {
+fn tracking_client(server: &RedisServer) -> Option<String> {
     let list = server.cli(&["CLIENT", "LIST"]);
     let mut tracking = list.lines().filter(|line| {
         line.split(' ')
@@ -65,7 +66,7 @@ fn tracking_client(server: &Server) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replays_are_answered_from_the_process_once_cached() {
-    let server = Server::start(&[]);
+    let server = RedisServer::start(&[]);
     let store = cached_store(&server.url(), &unique_prefix()).await;
     let req = request("{}");
     completed(&store, &req).await;
@@ -88,7 +89,7 @@ async fn replays_are_answered_from_the_process_once_cached() {
 /// the cache, and the next claim executes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_made_elsewhere_is_seen_by_the_next_request() {
-    changes_are_seen(&Server::start(&[])).await;
+    changes_are_seen(&RedisServer::start(&[])).await;
 }
 
 /// The same on Valkey 8, whose tracking is Redis's.
@@ -97,10 +98,10 @@ async fn a_change_made_elsewhere_is_seen_on_valkey_too() {
     let Some(program) = valkey_program() else {
         return;
     };
-    changes_are_seen(&Server::start_program(&program, &[])).await;
+    changes_are_seen(&RedisServer::start_program(&program, &[])).await;
 }
 
-async fn changes_are_seen(server: &Server) {
+async fn changes_are_seen(server: &RedisServer) {
     let prefix = unique_prefix();
     let store = cached_store(&server.url(), &prefix).await;
     let other = plain_store(&server.url(), &prefix).await;
@@ -129,7 +130,7 @@ async fn changes_are_seen(server: &Server) {
 /// the key yet (active expiry off: Redis would delete it only when read).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_copy_goes_when_its_record_expires() {
-    let server = Server::start(&["--enable-debug-command", "yes"]);
+    let server = RedisServer::start(&["--enable-debug-command", "yes"]);
     assert_eq!(
         server.cli(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]).trim(),
         "OK"
@@ -147,7 +148,7 @@ async fn a_copy_goes_when_its_record_expires() {
 /// new one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_tracking_connection_drops_every_copy() {
-    let server = Server::start(&[]);
+    let server = RedisServer::start(&[]);
     let prefix = unique_prefix();
     let store = cached_store(&server.url(), &prefix).await;
     let other = plain_store(&server.url(), &prefix).await;

@@ -3,8 +3,9 @@
 
 use idemkey_core::testkit::{LONG, request};
 use idemkey_core::{Store, TryClaim};
+use idemkey_test_support::redis::{Cluster, cli};
 
-use crate::common::{Cluster, Store as RedisStore, cli, store_at};
+use crate::common::{Store as RedisStore, store_at};
 
 /// A store on the shared cluster (started by the first test that asks for it).
 async fn store() -> RedisStore {

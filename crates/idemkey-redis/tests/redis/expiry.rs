@@ -4,9 +4,10 @@ use std::time::Duration;
 
 use idemkey_core::testkit::{LONG, request};
 use idemkey_core::{Begin, ExpiredLease, Store, StoredResponse, begin};
+use idemkey_test_support::redis::standalone_url;
 use redis::AsyncCommands;
 
-use crate::common::{Store as RedisStore, standalone_store, standalone_url};
+use crate::common::{Store as RedisStore, standalone_store};
 
 async fn claim(store: &RedisStore, req: &idemkey_core::ClaimRequest) -> idemkey_core::Claim {
     match begin(store, req, ExpiredLease::TakeOver).await.unwrap() {

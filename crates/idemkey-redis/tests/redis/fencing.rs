@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use idemkey_core::testkit::request;
 use idemkey_core::{Begin, Error, ExpiredLease, RecordState, Store, StoredResponse, begin};
+use idemkey_test_support::redis::standalone_url;
 
-use crate::common::{standalone_store, standalone_url};
+use crate::common::standalone_store;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_lease_is_taken_over_and_the_old_claim_fenced() {

@@ -24,7 +24,7 @@ mod valkey;
 
 idemkey_core::store_conformance_suite!(
     {
-        if common::standalone_url().is_none() {
+        if idemkey_test_support::redis::standalone_url().is_none() {
             return;
         }
         common::standalone_store()

@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idemkey_core::RecordState;
+use idemkey_test_support::redis::standalone_url;
 use idemkey_tower::Config;
 use tokio::sync::{Barrier, mpsc};
 
 use crate::app::{App, Reply, send, wait_for};
-use crate::common::standalone_url;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_duplicate_of_a_running_request_gets_409_and_a_different_one_422() {

@@ -7,11 +7,12 @@ use std::time::{Duration, Instant};
 use idemkey_core::testkit::request;
 use idemkey_core::{Begin, ExpiredLease, Store, StoredResponse, begin};
 use idemkey_redis::{RedisOptions, RedisStore};
+use idemkey_test_support::redis::RedisServer;
 
-use crate::common::{Server, unique_prefix};
+use crate::common::unique_prefix;
 
 /// `master_repl_offset` and the first replica's acknowledged offset, from `INFO replication`.
-fn offsets(master: &Server) -> (u64, Option<u64>) {
+fn offsets(master: &RedisServer) -> (u64, Option<u64>) {
     let info = master.cli(&["INFO", "replication"]);
     let field = |line: &str, name: &str| {
         line.split(',')
@@ -30,7 +31,7 @@ fn offsets(master: &Server) -> (u64, Option<u64>) {
     (master_offset, replica)
 }
 
-fn replicated(master: &Server, replica: &Server) {
+fn replicated(master: &RedisServer, replica: &RedisServer) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while offsets(master).1.is_none()
         || !replica
@@ -42,7 +43,10 @@ fn replicated(master: &Server, replica: &Server) {
     }
 }
 
-async fn store(master: &Server, timeout: Duration) -> RedisStore<idemkey_redis::RedisConnection> {
+async fn store(
+    master: &RedisServer,
+    timeout: Duration,
+) -> RedisStore<idemkey_redis::RedisConnection> {
     let options = RedisOptions::new()
         .prefix(unique_prefix())
         .wait_replicas(1, timeout);
@@ -54,9 +58,9 @@ async fn store(master: &Server, timeout: Duration) -> RedisStore<idemkey_redis::
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_completion_returns_once_the_replica_has_it() {
     // Diskless full sync waits 5 s for more replicas by default.
-    let master = Server::start(&["--repl-diskless-sync-delay", "0"]);
+    let master = RedisServer::start(&["--repl-diskless-sync-delay", "0"]);
     let port = master.port.to_string();
-    let replica = Server::start(&["--replicaof", "127.0.0.1", &port]);
+    let replica = RedisServer::start(&["--replicaof", "127.0.0.1", &port]);
     replicated(&master, &replica);
     let store = store(&master, Duration::from_secs(5)).await;
     for i in 0..5 {
@@ -81,7 +85,7 @@ async fn a_completion_returns_once_the_replica_has_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_replica_the_completion_stands_after_the_wait() {
-    let master = Server::start(&[]);
+    let master = RedisServer::start(&[]);
     let store = store(&master, Duration::from_millis(200)).await;
     let req = request("{}");
     let Begin::Execute(claim) = begin(&store, &req, ExpiredLease::TakeOver).await.unwrap() else {
@@ -108,7 +112,7 @@ async fn a_cluster_refuses_the_wait() {
 /// does not exist (for a minute), and the same store still answers other operations.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_completion_holds_up_no_other_operation() {
-    let master = tokio::task::spawn_blocking(|| Server::start(&[]))
+    let master = tokio::task::spawn_blocking(|| RedisServer::start(&[]))
         .await
         .unwrap();
     let store = store(&master, Duration::from_secs(60)).await;
@@ -150,7 +154,7 @@ async fn a_waiting_completion_holds_up_no_other_operation() {
 /// not at each completion.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fsync_wait_needs_a_server_that_knows_waitaof() {
-    let server = tokio::task::spawn_blocking(|| Server::start(&["--appendonly", "yes"]))
+    let server = tokio::task::spawn_blocking(|| RedisServer::start(&["--appendonly", "yes"]))
         .await
         .unwrap();
     let knows = !server

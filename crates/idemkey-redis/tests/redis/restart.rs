@@ -5,14 +5,15 @@ use std::time::{Duration, Instant};
 
 use idemkey_core::testkit::request;
 use idemkey_core::{Begin, Error, ExpiredLease, Store, StoredResponse, begin};
+use idemkey_test_support::redis::RedisServer;
 
-use crate::common::{Server, store_at};
+use crate::common::store_at;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_store_is_unavailable_while_down_and_works_after_a_restart() {
     // Every write is on disk before its reply, so a SIGKILL loses nothing.
     let mut server = tokio::task::spawn_blocking(|| {
-        Server::start(&["--appendonly", "yes", "--appendfsync", "always"])
+        RedisServer::start(&["--appendonly", "yes", "--appendfsync", "always"])
     })
     .await
     .unwrap();

@@ -4,8 +4,9 @@
 use idemkey_core::testkit::request;
 use idemkey_core::{Begin, ExpiredLease, Store, StoredResponse, begin};
 use idemkey_redis::{RedisOptions, RedisStore};
+use idemkey_test_support::redis::{Certificates, tls_server};
 
-use crate::common::{Certificates, tls_server, unique_prefix};
+use crate::common::unique_prefix;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_over_tls_trusts_the_ca_it_is_given() {

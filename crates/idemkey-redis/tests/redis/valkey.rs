@@ -10,20 +10,21 @@ use std::time::Duration;
 use idemkey_core::testkit::request;
 use idemkey_core::{Begin, Error, ExpiredLease, Store, StoredResponse, begin};
 use idemkey_redis::{RedisOptions, RedisStore};
+use idemkey_test_support::redis::{RedisServer, valkey_program};
 
-use crate::common::{Server, Store as Redis, unique_prefix, valkey_program};
+use crate::common::{Store as Redis, unique_prefix};
 
 /// The longest a completion waits for the fsync in these tests; it never comes near.
 const WAIT: Duration = Duration::from_secs(5);
 
 /// The shared Valkey (append-only file, `appendfsync everysec`), started by the first test
 /// that asks; `None` when there is no Valkey to run.
-fn shared() -> Option<&'static Server> {
-    static SERVER: OnceLock<Option<Server>> = OnceLock::new();
+fn shared() -> Option<&'static RedisServer> {
+    static SERVER: OnceLock<Option<RedisServer>> = OnceLock::new();
     SERVER
         .get_or_init(|| {
             let program = valkey_program()?;
-            Some(Server::start_program(
+            Some(RedisServer::start_program(
                 &program,
                 &["--appendonly", "yes", "--appendfsync", "everysec"],
             ))
@@ -32,7 +33,7 @@ fn shared() -> Option<&'static Server> {
 }
 
 /// A store on the shared Valkey whose completions wait for the fsync.
-async fn fsync_store(server: &Server) -> Redis {
+async fn fsync_store(server: &RedisServer) -> Redis {
     let options = RedisOptions::new().prefix(unique_prefix()).wait_fsync(WAIT);
     RedisStore::connect_with(&server.url(), &options)
         .await
@@ -87,14 +88,14 @@ async fn every_completion_waits_for_the_fsync_before_it_returns() {
 }
 
 /// A Valkey of the test's own, started with `args`; `None` when there is no Valkey to run.
-async fn own_valkey(args: &'static [&'static str]) -> Option<Server> {
+async fn own_valkey(args: &'static [&'static str]) -> Option<RedisServer> {
     let program = valkey_program()?;
-    let start = move || Server::start_program(&program, args);
+    let start = move || RedisServer::start_program(&program, args);
     Some(tokio::task::spawn_blocking(start).await.unwrap())
 }
 
 /// Why a store waiting for the fsync is refused on `server`.
-async fn fsync_refusal(server: &Server) -> String {
+async fn fsync_refusal(server: &RedisServer) -> String {
     let options = RedisOptions::new().wait_fsync(WAIT);
     let refused = RedisStore::connect_with(&server.url(), &options).await;
     let Err(Error::Backend(error)) = refused else {

@@ -1,0 +1,9 @@
+//! `idemkey bench` as a real process: the runs a user makes, and a hostile service it must
+//! survive.
+#![allow(clippy::unwrap_used)]
+
+mod hostile;
+mod runs;
+
+/// The binary under test.
+const IDEMKEY: &str = env!("CARGO_BIN_EXE_idemkey");

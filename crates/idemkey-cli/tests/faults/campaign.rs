@@ -1,0 +1,241 @@
+//! The crash campaign's moving parts: retrying clients, and a killer that SIGKILLs the server
+//! at random moments and restarts it on the same database (and the same port if it can).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use idemkey_test_support::notes::{ALICE, create_titled};
+use idemkey_test_support::serve::{Serve, ServeSpec};
+
+use crate::rng::{Rng, env_or};
+
+/// How many times a client sends one key before it gives up (and the campaign fails).
+const MAX_ATTEMPTS: usize = 2000;
+
+/// The size and schedule of a campaign, from `IDEMKEY_CRASH_*` variables.
+#[derive(Clone, Debug)]
+pub(crate) struct Plan {
+    pub(crate) seed: u64,
+    pub(crate) clients: usize,
+    pub(crate) keys: usize,
+    pub(crate) kills: usize,
+    pub(crate) max_delay_ms: u64,
+    pub(crate) lease: String,
+}
+
+impl Plan {
+    pub(crate) fn from_env() -> Self {
+        Self {
+            seed: Rng::seed_from_env("IDEMKEY_CRASH_SEED"),
+            clients: env_or("IDEMKEY_CRASH_CLIENTS", 4) as usize,
+            keys: env_or("IDEMKEY_CRASH_KEYS", 100) as usize,
+            kills: env_or("IDEMKEY_CRASH_KILLS", 30) as usize,
+            max_delay_ms: env_or("IDEMKEY_CRASH_MAX_DELAY_MS", 10),
+            lease: std::env::var("IDEMKEY_CRASH_LEASE").unwrap_or_else(|_| "1s".into()),
+        }
+    }
+
+    pub(crate) fn total(&self) -> usize {
+        self.clients * self.keys
+    }
+}
+
+/// What a client got for one key.
+#[derive(Clone, Debug)]
+pub(crate) struct Receipt {
+    pub(crate) key: String,
+    pub(crate) title: String,
+    pub(crate) id: String,
+}
+
+/// What the clients and the killer share.
+#[derive(Default)]
+pub(crate) struct Shared {
+    addr: RwLock<Option<SocketAddr>>,
+    /// Keys whose note a client has received.
+    pub(crate) done: AtomicUsize,
+    pub(crate) stats: Mutex<BTreeMap<String, u64>>,
+    pub(crate) violations: Mutex<Vec<String>>,
+}
+
+impl Shared {
+    pub(crate) fn new(addr: SocketAddr) -> Arc<Self> {
+        let shared = Self::default();
+        *shared.addr.write().unwrap() = Some(addr);
+        Arc::new(shared)
+    }
+
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.addr.read().unwrap().unwrap()
+    }
+
+    pub(crate) fn count(&self, what: impl Into<String>) {
+        *self.stats.lock().unwrap().entry(what.into()).or_default() += 1;
+    }
+
+    fn violation(&self, what: String) {
+        self.violations.lock().unwrap().push(what);
+    }
+}
+
+/// One client: creates its keys one after the other, resending each until it gets a 201.
+pub(crate) async fn client(
+    n: usize,
+    plan: Plan,
+    mut rng: Rng,
+    shared: Arc<Shared>,
+) -> Vec<Receipt> {
+    let http = reqwest::Client::new();
+    let mut receipts = Vec::new();
+    for k in 0..plan.keys {
+        let key = format!("c{n}-k{k}");
+        let title = format!("crash {} {key}", plan.seed);
+        let Some(id) = create_until_created(&http, &mut rng, &shared, &key, &title).await else {
+            shared.violation(format!("{key}: no 201 after {MAX_ATTEMPTS} attempts"));
+            break;
+        };
+        receipts.push(Receipt { key, title, id });
+        shared.done.fetch_add(1, Ordering::SeqCst);
+    }
+    receipts
+}
+
+async fn create_until_created(
+    http: &reqwest::Client,
+    rng: &mut Rng,
+    shared: &Shared,
+    key: &str,
+    title: &str,
+) -> Option<String> {
+    for _ in 0..MAX_ATTEMPTS {
+        let timeout = rng.millis(100, 1500);
+        let sent = create_titled(http, shared.addr(), ALICE, key, title)
+            .timeout(timeout)
+            .send()
+            .await;
+        match sent {
+            Ok(response) if response.status() == 201 => {
+                let replayed = response.headers().contains_key("idempotent-replayed");
+                match response.json::<serde_json::Value>().await {
+                    Ok(body) => {
+                        shared.count(if replayed {
+                            "201 replayed"
+                        } else {
+                            "201 executed"
+                        });
+                        return Some(body["id"].as_str().unwrap().to_owned());
+                    }
+                    Err(_) => shared.count("error: body cut off"),
+                }
+            }
+            Ok(response) => answered(shared, key, response).await,
+            Err(error) => shared.count(error_kind(&error)),
+        }
+        tokio::time::sleep(rng.millis(10, 100)).await;
+    }
+    None
+}
+
+/// Counts a non-201 answer; anything but 409 and 5xx is a violation.
+async fn answered(shared: &Shared, key: &str, response: reqwest::Response) {
+    let status = response.status().as_u16();
+    let body: serde_json::Value = response.json().await.unwrap_or_default();
+    let slug = body["type"].as_str().unwrap_or("").rsplit('/').next();
+    shared.count(format!("{status} {}", slug.unwrap_or("")));
+    if status != 409 && status < 500 {
+        shared.violation(format!("{key}: {status} {body}"));
+    }
+}
+
+fn error_kind(error: &reqwest::Error) -> &'static str {
+    if error.is_timeout() {
+        "error: client timeout"
+    } else if error.is_connect() {
+        "error: connect"
+    } else {
+        "error: connection lost"
+    }
+}
+
+/// Kills the server `plan.kills` times, spread over the clients' progress, each at a random
+/// moment; now and then also kills a fresh process during its startup. Returns the last.
+/// Stops early only if the clients are done first.
+pub(crate) async fn killer(
+    spec: ServeSpec,
+    plan: Plan,
+    mut rng: Rng,
+    shared: Arc<Shared>,
+    mut server: Serve,
+) -> Serve {
+    // Each kill waits for a random share of its own slice of the keys, then a random delay,
+    // so the kills spread over the whole run and land while requests are in flight.
+    let slice = (plan.total() / (plan.kills + 1) / 2).max(2) as u64;
+    for _ in 0..plan.kills {
+        let target = shared.done.load(Ordering::SeqCst) + rng.range(0, slice) as usize;
+        if !progressed(&shared, target, plan.total()).await {
+            break;
+        }
+        tokio::time::sleep(rng.millis(0, plan.max_delay_ms)).await;
+        let addr = server.addr;
+        tokio::task::spawn_blocking(move || server.kill9())
+            .await
+            .unwrap();
+        shared.count("kill: SIGKILL");
+        if rng.one_in(5) {
+            let early = rng.millis(0, 60);
+            let spec = spec.clone();
+            tokio::task::spawn_blocking(move || kill_during_startup(&spec, addr, early))
+                .await
+                .unwrap();
+            shared.count("kill: SIGKILL during startup");
+        }
+        server = start(spec.clone(), Some(addr)).await;
+        if server.addr != addr {
+            shared.count("restart: new port");
+            *shared.addr.write().unwrap() = Some(server.addr);
+        }
+    }
+    server
+}
+
+/// Waits until `threshold` keys are done; false once every key is.
+async fn progressed(shared: &Shared, threshold: usize, total: usize) -> bool {
+    let threshold = threshold.min(total - 1);
+    for _ in 0..120_000 {
+        let done = shared.done.load(Ordering::SeqCst);
+        if done >= total {
+            return false;
+        }
+        if done >= threshold {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    false
+}
+
+fn kill_during_startup(spec: &ServeSpec, addr: SocketAddr, after: Duration) {
+    let mut child = spec.spawn(addr);
+    std::thread::sleep(after);
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Starts a server on `addr` (three tries: the old port may still be held), else anywhere.
+pub(crate) async fn start(spec: ServeSpec, addr: Option<SocketAddr>) -> Serve {
+    tokio::task::spawn_blocking(move || {
+        if let Some(addr) = addr {
+            for _ in 0..3 {
+                if let Some(server) = spec.start_on(addr) {
+                    return server;
+                }
+            }
+        }
+        spec.start()
+    })
+    .await
+    .unwrap()
+}

@@ -1,0 +1,214 @@
+//! The crash campaign: retrying clients create notes, each under its own key, resending on
+//! any error or timeout, while `idemkey serve` is killed with SIGKILL at random moments and
+//! restarted on the same database. Afterwards every key maps to exactly one note, every id a
+//! client received exists, and one more retry of every key replays the same id.
+//!
+//! SQLite and PostgreSQL (`IDEMKEY_TEST_PG_URL`, a fresh schema per run), atomic and lease
+//! mode (with a 1 s lease, so a dead executor's claim blocks its retries only briefly), each
+//! strategy and lease completion the service offers, and
+//! lease mode with the records in a `redis-server` of the test's own (`--records-url`).
+//!
+//! The run's schedule comes from a seed, printed first; `IDEMKEY_CRASH_SEED` replays it.
+//! Bigger runs: `IDEMKEY_CRASH_CLIENTS` (default 4), `IDEMKEY_CRASH_KEYS` per client (100),
+//! `IDEMKEY_CRASH_KILLS` (30), `IDEMKEY_CRASH_MAX_DELAY_MS` (10), `IDEMKEY_CRASH_LEASE` (1s).
+//! Kill `i` waits for a random number of keys (below keys / (kills + 1)) to complete after
+//! restart `i - 1`, then a random delay; one kill in five also kills the next process during
+//! its startup. Only the injected schedule is reproducible: the interleaving of real
+//! processes is not.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use idemkey_test_support::db::{Backend, Db};
+use idemkey_test_support::notes::{ALICE, create_titled};
+use idemkey_test_support::redis::RedisServer;
+use idemkey_test_support::serve::{Serve, ServeSpec};
+
+use crate::IDEMKEY;
+use crate::campaign::{self, Plan, Receipt, Shared};
+use crate::rng::Rng;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_campaign_sqlite_atomic() {
+    run(Backend::Sqlite, "atomic", &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_campaign_sqlite_atomic_claim_first() {
+    run(Backend::Sqlite, "atomic", &["--strategy", "claim-first"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_campaign_sqlite_atomic_no_lookup() {
+    run(Backend::Sqlite, "atomic", &["--no-lookup"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_campaign_sqlite_lease() {
+    run(Backend::Sqlite, "lease", &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_campaign_sqlite_lease_separate_completion() {
+    run(Backend::Sqlite, "lease", &["--separate-completion"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_campaign_postgres_atomic() {
+    run(Backend::Postgres, "atomic", &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_campaign_postgres_atomic_claim_first() {
+    run(Backend::Postgres, "atomic", &["--strategy", "claim-first"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_campaign_postgres_atomic_no_lookup() {
+    run(Backend::Postgres, "atomic", &["--no-lookup"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_campaign_postgres_lease() {
+    run(Backend::Postgres, "lease", &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_campaign_postgres_lease_separate_completion() {
+    run(Backend::Postgres, "lease", &["--separate-completion"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_campaign_sqlite_lease_redis_records() {
+    run_on_redis(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_campaign_postgres_lease_redis_records() {
+    run_on_redis(Backend::Postgres).await;
+}
+
+/// Lease mode with the records in a Redis of the test's own, which outlives every kill.
+async fn run_on_redis(backend: Backend) {
+    let redis = RedisServer::start(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let url = redis.url();
+    run(backend, "lease", &["--records-url", &url]).await;
+}
+
+/// `extra`: flags beyond the mode and lease (atomic mode's strategy: commit-time unless
+/// `--strategy claim-first`, with its lookup unless `--no-lookup`; lease mode's completion
+/// in the note's transaction unless `--separate-completion`; `--records-url`).
+async fn run(backend: Backend, mode: &str, extra: &[&str]) {
+    let plan = Plan::from_env();
+    let dir = tempfile::tempdir().unwrap();
+    let Some(db) = Db::create(backend, dir.path()).await else {
+        return;
+    };
+    let name = format!("{backend:?} {mode} {}", extra.join(" "));
+    eprintln!(
+        "crash campaign {name}: seed={} clients={} keys={} kills={} (replay with IDEMKEY_CRASH_SEED={})",
+        plan.seed, plan.clients, plan.keys, plan.kills, plan.seed
+    );
+    // Default flags only: exactly-once in lease mode must not depend on `--secret`.
+    let mut args = vec!["--mode", mode, "--lease", &plan.lease];
+    args.extend_from_slice(extra);
+    let spec = ServeSpec::new(IDEMKEY, db.url(), &args).logged_in(dir.path());
+    let started = Instant::now();
+    let (server, receipts, shared) = drive(&spec, &plan).await;
+    let elapsed = started.elapsed();
+    let violations = shared.violations.lock().unwrap().clone();
+    assert!(
+        violations.is_empty(),
+        "{name} seed={}: {violations:#?}\n{}",
+        plan.seed,
+        spec.log_tail()
+    );
+    verify(&db, &server, &receipts, &name).await;
+    let stats = shared.stats.lock().unwrap().clone();
+    let kills = stats.get("kill: SIGKILL").copied().unwrap_or(0);
+    assert!(
+        kills as usize * 2 >= plan.kills,
+        "{name}: only {kills} of {} kills happened before the clients were done: raise IDEMKEY_CRASH_KEYS",
+        plan.kills
+    );
+    println!(
+        "crash campaign {name}: PASSED seed={} keys={} in {:.1}s {stats:?}",
+        plan.seed,
+        receipts.len(),
+        elapsed.as_secs_f64()
+    );
+    drop(server);
+}
+
+/// Runs the clients and the killer to the end; returns the last server and every receipt.
+async fn drive(spec: &ServeSpec, plan: &Plan) -> (Serve, Vec<Receipt>, Arc<Shared>) {
+    let rng = Rng::new(plan.seed);
+    let first = campaign::start(spec.clone(), None).await;
+    let shared = Shared::new(first.addr);
+    let clients: Vec<_> = (0..plan.clients)
+        .map(|n| {
+            let rng = rng.fork(n as u64 + 1);
+            tokio::spawn(campaign::client(n, plan.clone(), rng, shared.clone()))
+        })
+        .collect();
+    let killer = campaign::killer(
+        spec.clone(),
+        plan.clone(),
+        rng.fork(0),
+        shared.clone(),
+        first,
+    );
+    let server = killer.await;
+    let mut receipts = Vec::new();
+    for client in clients {
+        receipts.extend(client.await.unwrap());
+    }
+    (server, receipts, shared)
+}
+
+/// Every key maps to exactly one note, every received id exists, every record completed,
+/// and one more retry of every key replays the same id.
+async fn verify(db: &Db, server: &Serve, receipts: &[Receipt], name: &str) {
+    let notes = db.notes().await;
+    let mut by_title: HashMap<&str, Vec<&str>> = HashMap::new();
+    for (id, title) in &notes {
+        by_title.entry(title).or_default().push(id);
+    }
+    for receipt in receipts {
+        let ids = by_title
+            .get(receipt.title.as_str())
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(ids, [receipt.id.as_str()], "{name}: key {}", receipt.key);
+    }
+    assert_eq!(notes.len(), receipts.len(), "{name}: no stray notes");
+    let client = reqwest::Client::new();
+    for receipt in receipts {
+        let retry = create_titled(&client, server.addr, ALICE, &receipt.key, &receipt.title)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(retry.status(), 201, "{name}: key {}", receipt.key);
+        assert_eq!(retry.headers()["idempotent-replayed"], "true");
+        let body: serde_json::Value = retry.json().await.unwrap();
+        assert_eq!(
+            body["id"],
+            receipt.id.as_str(),
+            "{name}: key {}",
+            receipt.key
+        );
+    }
+    if name.contains("--records-url") {
+        // The records are in Redis: the replays above showed one completed record per key.
+        assert!(
+            db.records().await.is_empty(),
+            "{name}: no records in the database"
+        );
+        return;
+    }
+    let records = db.records().await;
+    assert_eq!(records.len(), receipts.len(), "{name}: one record per key");
+    let open: Vec<_> = records.iter().filter(|(_, state)| *state != 2).collect();
+    assert!(open.is_empty(), "{name}: records not completed: {open:?}");
+}

@@ -1,0 +1,23 @@
+//! What `idemkey serve` does when what sits under it fails: store errors at each step, dropped
+//! and lost PostgreSQL replies, a restarted PostgreSQL, a read-only or full SQLite disk, stale
+//! owners frozen past their lease, and the crash campaign's random SIGKILLs.
+//!
+//! Tests that need root, ext4 or PostgreSQL's server binaries keep their own guards: without
+//! them they are skipped loudly (`sqlite` and `pg_restart` fail instead when `CI` is set).
+#![allow(clippy::unwrap_used)]
+
+mod app;
+mod campaign;
+mod crash;
+mod disk;
+mod pg_dropped;
+mod pg_lost_reply;
+mod pg_restart;
+mod rng;
+mod sqlite;
+mod stale;
+mod stale_paused;
+mod store;
+
+/// The binary under test.
+const IDEMKEY: &str = env!("CARGO_BIN_EXE_idemkey");

@@ -1,0 +1,62 @@
+//! Child processes of a test: the first line they print, signals, and a child killed when
+//! dropped.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// How long a process may take to print its first line before it counts as failed to start.
+pub const START_LIMIT: Duration = Duration::from_secs(60);
+
+/// The first line `child` prints on its piped stdout, which is drained from then on so the
+/// process never blocks on a full pipe; `None` if it ends or stays silent for `limit`.
+pub fn first_line(child: &mut Child, limit: Duration) -> Option<String> {
+    let stdout = child.stdout.take()?;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout).lines();
+        let first = lines.next().and_then(Result::ok);
+        let _ = tx.send(first);
+        for _ in lines {}
+    });
+    rx.recv_timeout(limit).ok()?
+}
+
+/// Sends the signal `name` (`TERM`, `STOP`, `CONT`, ...) to `pid` with `kill`.
+pub fn signal(pid: u32, name: &str) {
+    let status = Command::new("kill")
+        .args([format!("-{name}"), pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{name} {pid}");
+}
+
+/// A child process killed when dropped, and the first line it printed.
+pub struct Process {
+    /// The process.
+    pub child: Child,
+    /// What it printed first: where it listens, as a rule.
+    pub first_line: String,
+}
+
+impl Process {
+    /// Spawns `command` with stdout piped and waits for its first line.
+    pub fn spawn(command: &mut Command) -> Self {
+        let mut child = command.stdout(Stdio::piped()).spawn().unwrap();
+        let first_line = first_line(&mut child, START_LIMIT).expect("the process printed nothing");
+        Self { child, first_line }
+    }
+
+    /// SIGKILL, and wait for it to be gone.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
