@@ -73,17 +73,13 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 mod actor;
+mod answer;
 #[cfg(feature = "sqlx")]
 pub mod atomic;
 mod config;
-mod execute;
 mod executions;
 mod extensions;
-mod flow;
-mod future;
-mod heartbeat;
-mod layer;
-mod look;
+pub mod lease;
 mod observe;
 #[cfg(feature = "openapi")]
 pub mod openapi;
@@ -91,18 +87,14 @@ mod operation;
 mod policy;
 mod prepare;
 mod replay;
-mod running;
 mod select;
-mod service;
 mod sweeper;
-mod transactions;
 
 pub use actor::{ActorExtension, MakeActor};
 pub use config::Config;
 pub use executions::Executions;
 pub use extensions::{Actor, NotExecuted};
-pub use future::ResponseFuture;
-pub use layer::IdempotencyLayer;
+pub use lease::{Idempotency, IdempotencyLayer, ResponseFuture};
 pub use operation::{DefaultOperation, MakeOperation};
 pub use policy::ResponsePolicy;
 pub use prepare::{Preparation, Prepared, Rejection, fingerprint, prepare};
@@ -111,5 +103,4 @@ pub use replay::{
     problem_response, replay_response, split_response, stored_headers,
 };
 pub use select::JsonSelection;
-pub use service::Idempotency;
 pub use sweeper::{SWEEP_BATCH, Sweeper, sweep_all};

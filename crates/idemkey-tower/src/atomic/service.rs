@@ -20,7 +20,7 @@ use super::TxSlot;
 use super::handler::{HttpOutput, ServiceHandler};
 use super::layer::Plan;
 use super::tx::end;
-use crate::flow::store_error;
+use crate::answer::store_error;
 use crate::observe::{outcome, store_latency};
 use crate::policy::judge;
 use crate::{

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use tower::Layer;
 
-use crate::running::Running;
-use crate::transactions::MaybeTransactions;
+use super::running::Running;
+use super::transactions::MaybeTransactions;
 use crate::{Config, Executions, Idempotency};
 
 /// Layer that applies the [`Idempotency`] middleware, in lease mode, with one store and

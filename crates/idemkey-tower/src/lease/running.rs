@@ -28,7 +28,7 @@ use tokio::time::Instant;
 pub(crate) struct Running {
     scopes: Mutex<HashMap<Scope, Entry>>,
     /// The scopes a request of this process is looking up or claiming from the store right
-    /// now (see [`crate::look`]).
+    /// now (see [`super::look`]).
     claims: Mutex<HashMap<Scope, Claimant>>,
 }
 

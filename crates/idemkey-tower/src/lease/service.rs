@@ -13,12 +13,15 @@ use idemkey_core::{BoxError, Problem, Store, Verdict};
 use tower::Service;
 use tracing::{Instrument, Span, field};
 
-use crate::look::look_first;
+use super::ResponseFuture;
+use super::flow;
+use super::look::look_first;
+use super::running::Running;
+use super::transactions::MaybeTransactions;
+use crate::answer::store_error;
 use crate::observe::outcome;
 use crate::policy::judge;
-use crate::running::Running;
-use crate::transactions::MaybeTransactions;
-use crate::{Config, Executions, Preparation, ResponseFuture, flow, prepare, problem_response};
+use crate::{Config, Executions, Preparation, prepare, problem_response};
 
 /// Middleware that makes requests carrying an `Idempotency-Key` idempotent, in lease mode.
 ///
@@ -176,7 +179,7 @@ where
             ControlFlow::Continue(start) => start,
             ControlFlow::Break(answer) => return Ok(answer),
         },
-        Err(err) => return Ok(flow::store_error(&err)),
+        Err(err) => return Ok(store_error(&err)),
     };
     // From the claim on, the work belongs to a task of its own: a dropped response future
     // (client gone, timeout layer) must not abandon a claim or a handler half-way (§6).
@@ -224,6 +227,6 @@ where
     };
     match offered.finish(keep).await {
         Ok(()) => answered,
-        Err(err) => Ok(flow::store_error(&err)),
+        Err(err) => Ok(store_error(&err)),
     }
 }

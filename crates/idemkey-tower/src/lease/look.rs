@@ -19,9 +19,9 @@ use axum::body::Body;
 use http::Response;
 use idemkey_core::{Begin, ClaimRequest, Error, Store, look};
 
-use crate::flow::answered;
+use super::running::{Claiming, Running, Turn};
+use crate::answer::answered;
 use crate::observe::timed;
-use crate::running::{Claiming, Running, Turn};
 use crate::{Config, Prepared};
 
 /// What the lookup made in the request's own task found.
@@ -32,11 +32,11 @@ pub(crate) enum Looked {
     /// No record: the request's task claims without looking again.
     Absent(Start),
     /// Anything else (a request in flight to wait for, a duplicate of a local execution):
-    /// [`crate::flow::run`] decides, waiting where configured.
+    /// [`super::flow::run`] decides, waiting where configured.
     Undecided,
 }
 
-/// Where [`crate::flow::run`] starts.
+/// Where [`super::flow::run`] starts.
 pub(crate) enum Start {
     /// Look the record up (again).
     Unread,

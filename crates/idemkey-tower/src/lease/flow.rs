@@ -13,57 +13,26 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body::Body as HttpBody;
 use idemkey_core::{
-    Begin, BoxError, Claim, ClaimRequest, Decision, Error, Problem, ProblemKind, Store, begin,
-    claim, decide, look, retry_after,
+    Begin, BoxError, ClaimRequest, Decision, Error, Store, begin, claim, decide, look, retry_after,
 };
 use tokio::sync::watch;
 use tower::Service;
 
-use crate::execute::execute;
-use crate::look::Start;
-use crate::observe::{outcome, timed};
-use crate::running::{Claiming, Running, Turn};
-use crate::transactions::MaybeTransactions;
-use crate::{Config, Prepared, problem_response, replay_response};
+use super::execute::execute;
+use super::look::Start;
+use super::running::{Claiming, Running, Turn};
+use super::transactions::MaybeTransactions;
+use crate::answer::{answered, store_error};
+use crate::observe::timed;
+use crate::{Config, Prepared};
 
-/// `Retry-After` of `store-unavailable`.
-const STORE_RETRY_AFTER: Duration = Duration::from_secs(1);
 const FIRST_POLL: Duration = Duration::from_millis(10);
 const MAX_POLL: Duration = Duration::from_millis(250);
-
-/// The response to a request that `begun` answers without executing: a replay,
-/// `key-reused` or `request-in-flight`; a granted claim is given back.
-// The claim is handed back once, to the caller that executes it, never propagated.
-#[allow(clippy::result_large_err)]
-pub(crate) fn answered(
-    begun: Begin,
-    request: &http::HeaderMap,
-    config: &Config,
-) -> Result<Response<Body>, Claim> {
-    let problem = match begun {
-        Begin::Execute(claim) => return Err(claim),
-        Begin::Replay(stored) => {
-            outcome("replayed");
-            return Ok(replay_response(&stored, request));
-        }
-        Begin::Mismatch => {
-            outcome("key_reused");
-            Problem::new(ProblemKind::KeyReused)
-                .status(config.mismatch_status.as_u16())
-                .detail("this key was already used for a different request")
-        }
-        Begin::InFlight { retry_after } => {
-            outcome("in_flight");
-            Problem::new(ProblemKind::RequestInFlight).retry_after(retry_after)
-        }
-    };
-    Ok(problem_response(&problem))
-}
 
 /// Decides what a prepared request gets, and executes it if it holds the claim. `running`
 /// answers the duplicates of what this process is executing without asking the store;
 /// `transactions` offers the handler a transaction that completes the record. `start`: where
-/// [`crate::look::look_first`] left the request (with [`Start::Absent`], the first attempt
+/// [`super::look::look_first`] left the request (with [`Start::Absent`], the first attempt
 /// claims without looking again).
 pub(crate) async fn run<S, St, ResBody>(
     inner: S,
@@ -236,49 +205,6 @@ async fn turn_to_claim(
                 None => ControlFlow::Continue(None),
             }
         }
-    }
-}
-
-/// A store failure: the request was not executed, unless the outcome is unknown. Only what
-/// may pass is `store-unavailable` (503, retry); a permanent failure (a denied permission, a
-/// missing table, a corrupt record) is 500 `store-failed`, so clients do not retry forever.
-pub(crate) fn store_error(err: &Error) -> Response<Body> {
-    match err {
-        Error::OutcomeUnknown(_) => {
-            tracing::error!(error = %err, "the outcome of a store write is unknown");
-            outcome("outcome_unknown");
-            return problem_response(&Problem::new(ProblemKind::OutcomeUnknown));
-        }
-        Error::Unavailable(_) | Error::Contention => {
-            tracing::warn!(error = %err, "idempotency store unavailable; the request was not executed");
-        }
-        Error::ActorCap { cap, retry_after } => {
-            tracing::info!(%cap, "actor cap reached; the request was not executed");
-            outcome("actor_cap");
-            let problem = Problem::new(ProblemKind::ActorCapReached)
-                .detail(format!(
-                    "the actor reached its cap on {cap}; the request was not executed"
-                ))
-                .retry_after(*retry_after);
-            return problem_response(&problem);
-        }
-        _ => {
-            tracing::error!(error = %err, "idempotency store failed; the request was not executed");
-        }
-    }
-    outcome("store_error");
-    problem_response(&store_failure(err, "the request was not executed"))
-}
-
-/// The problem of a store failure, `what` having happened to the request: what may pass
-/// (unavailable, contention) is `store-unavailable` (503, retry with the same key); the
-/// rest is `store-failed` (500), so clients do not retry forever.
-pub(crate) fn store_failure(err: &Error, what: &str) -> Problem {
-    match err {
-        Error::Unavailable(_) | Error::Contention => Problem::new(ProblemKind::StoreUnavailable)
-            .detail(format!("{what}; retry with the same key"))
-            .retry_after(STORE_RETRY_AFTER),
-        _ => Problem::custom("store-failed", "The idempotency store failed", 500).detail(what),
     }
 }
 

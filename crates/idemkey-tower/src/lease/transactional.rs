@@ -7,13 +7,12 @@ use futures_util::future::BoxFuture;
 use idemkey_core::{Claim, Error, StoredResponse};
 use idemkey_sqlx::{Backend, SqlxStore};
 
-use super::TxSlot;
-use super::tx::{Returned, end};
-use crate::transactions::{MaybeTransactions, Offered, Transactions};
-use crate::{Idempotency, IdempotencyLayer};
+use super::transactions::{MaybeTransactions, Offered, Transactions};
+use super::{Idempotency, IdempotencyLayer};
+use crate::atomic::{Returned, TxSlot, end};
 
 impl<DB: Backend> IdempotencyLayer<SqlxStore<DB>> {
-    /// The same layer, offering each handler a [`Tx`](super::Tx) on the store's database
+    /// The same layer, offering each handler a [`Tx`](crate::atomic::Tx) on the store's database
     /// whose last statement completes the record: what the handler writes on it commits
     /// with the stored response, or not at all (behaviour §8a).
     ///
@@ -35,7 +34,7 @@ impl<DB: Backend> IdempotencyLayer<SqlxStore<DB>> {
 }
 
 impl<S, DB: Backend> Idempotency<S, SqlxStore<DB>> {
-    /// The same service, offering each handler a [`Tx`](super::Tx) whose last statement
+    /// The same service, offering each handler a [`Tx`](crate::atomic::Tx) whose last statement
     /// completes the record: [`IdempotencyLayer::transactional`], for a service built with
     /// [`Idempotency::new`].
     #[must_use]

@@ -15,12 +15,12 @@ use idemkey_core::{
 };
 use tower::Service;
 
-use crate::flow::store_failure;
-use crate::heartbeat::Heartbeat;
+use super::heartbeat::Heartbeat;
+use super::running::Executing;
+use super::transactions::{MaybeTransactions, Offered};
+use crate::answer::store_failure;
 use crate::observe::{outcome, timed};
 use crate::policy::judge;
-use crate::running::Executing;
-use crate::transactions::{MaybeTransactions, Offered};
 use crate::{Config, problem_response, split_response};
 
 /// How many times completing a record is tried before giving up (§10).

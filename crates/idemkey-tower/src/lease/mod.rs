@@ -1,0 +1,28 @@
+//! Lease mode, for any store and any service: the claim commits on its own with a lease, the
+//! handler runs under it, and the response completes the record afterwards (behaviour §5-§8a).
+//!
+//! [`IdempotencyLayer`] applies [`Idempotency`] to a service; its [`ResponseFuture`] is the
+//! service's future. A keyed request goes through these steps, one file each:
+//!
+//! - `begin`: the lookup in the request's own task, then, in a task of its own, the claim,
+//!   with one request of a scope at a time asking the store in this process (`local`);
+//! - `execute`: the handler under the claim, its lease renewed by `heartbeat`;
+//! - `settle`: the record completed, released or discarded, in the store or, with
+//!   [`IdempotencyLayer::transactional`] (feature `sqlx`), in the handler's transaction
+//!   (`transactions`, `transactional`).
+
+mod execute;
+mod flow;
+mod future;
+mod heartbeat;
+mod layer;
+mod look;
+mod running;
+mod service;
+#[cfg(feature = "sqlx")]
+mod transactional;
+mod transactions;
+
+pub use future::ResponseFuture;
+pub use layer::IdempotencyLayer;
+pub use service::Idempotency;
