@@ -42,6 +42,24 @@ pub(crate) fn answered(
     Ok(problem_response(&problem))
 }
 
+/// The answer of a task of its own (an execution, in either mode): a panic is
+/// `handler-failed`.
+pub(crate) fn joined<E>(
+    task: Result<Result<Response<Body>, E>, tokio::task::JoinError>,
+) -> Result<Response<Body>, E> {
+    task.unwrap_or_else(|err| {
+        tracing::error!(error = %err, "the idempotency task failed");
+        let problem = Problem::custom("handler-failed", "The request handler failed", 500);
+        Ok(problem_response(&problem))
+    })
+}
+
+/// The problem answered when the handler panicked or its body could not be read.
+pub(crate) fn handler_failed() -> Problem {
+    Problem::custom("handler-failed", "The request handler failed", 500)
+        .detail("the request was not completed; it is safe to retry with the same key")
+}
+
 /// A store failure: the request was not executed, unless the outcome is unknown. Only what
 /// may pass is `store-unavailable` (503, retry); a permanent failure (a denied permission, a
 /// missing table, a corrupt record) is 500 `store-failed`, so clients do not retry forever.

@@ -1,40 +1,31 @@
-//! Running the handler under a claim, then storing or releasing (behaviour §6, §8a, §10).
+//! Executing a request under its claim: the handler runs with its derived keys while the
+//! lease is renewed, and its answer decides how the claim is settled (behaviour §6, §8a, §10).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use bytes::Bytes;
 use futures_util::FutureExt;
 use http::{Request, Response};
 use http_body::Body as HttpBody;
-use idemkey_core::{
-    BoxError, Claim, DerivedKeys, Error, Problem, ProblemKind, RecordState, Store, StoredResponse,
-    Verdict, retry_after,
-};
+use idemkey_core::{BoxError, Claim, DerivedKeys, Store, Verdict};
 use tower::Service;
 
 use super::heartbeat::Heartbeat;
-use super::running::Executing;
-use super::transactions::{MaybeTransactions, Offered};
-use crate::answer::store_failure;
-use crate::observe::{outcome, timed};
+use super::local::LocalExecution;
+use super::service::Shared;
+use super::settle::{Settle, settle_in_store, settle_in_tx};
+use crate::answer::handler_failed;
 use crate::policy::judge;
 use crate::{Config, problem_response, split_response};
 
-/// How many times completing a record is tried before giving up (§10).
-const COMPLETE_ATTEMPTS: u32 = 4;
-const COMPLETE_BACKOFF: Duration = Duration::from_millis(50);
-
-/// What becomes of the claim once the handler is done.
-enum Settle {
-    Store(StoredResponse),
-    Release,
-    /// The handler did nothing: discard the record so the key can carry a corrected request.
-    /// Only a fresh record is discarded; one claimed again is released, as an earlier
-    /// execution may have used its derived keys.
-    Discard,
+/// What a request holds once its claim is granted: the claim, the secret its derived keys
+/// come from, and its execution's registration in this process.
+pub(crate) struct Claimed {
+    pub(crate) claim: Claim,
+    pub(crate) secret: Arc<[u8]>,
+    pub(crate) execution: LocalExecution,
 }
 
 /// Runs `inner` on `request` under `claim`, with derived keys from `secret`, then stores or
@@ -46,9 +37,8 @@ enum Settle {
 pub(crate) async fn execute<S, St, ResBody>(
     mut inner: S,
     mut request: Request<Body>,
-    (claim, secret, mut executing): (Claim, Arc<[u8]>, Executing),
-    (store, transactions): (St, &MaybeTransactions),
-    config: Arc<Config>,
+    claimed: Claimed,
+    shared: Shared<St>,
 ) -> Result<Response<Body>, S::Error>
 where
     S: Service<Request<Body>, Response = Response<ResBody>>,
@@ -56,6 +46,17 @@ where
     ResBody: HttpBody<Data = Bytes> + Send + 'static,
     ResBody::Error: Into<BoxError>,
 {
+    let Claimed {
+        claim,
+        secret,
+        execution: mut executing,
+    } = claimed;
+    let Shared {
+        store,
+        config,
+        transactions,
+        ..
+    } = shared;
     let extensions = request.extensions_mut();
     extensions.insert(DerivedKeys::new(secret, claim.record_id));
     extensions.insert(claim.clone());
@@ -100,74 +101,6 @@ where
     result
 }
 
-/// Stores, releases or discards in the store's own transactions.
-async fn settle_in_store<St: Store>(store: &St, claim: &Claim, settle: Settle) {
-    match settle {
-        Settle::Store(stored) => complete(store, claim, &stored).await,
-        Settle::Release => release(store, claim, false).await,
-        Settle::Discard if claim.fresh => release(store, claim, true).await,
-        Settle::Discard => {
-            tracing::info!(
-                "nothing done, but an earlier attempt may have been: keeping the record"
-            );
-            release(store, claim, false).await;
-        }
-    }
-}
-
-/// Settles an execution whose handler was offered a transaction: a stored response is the
-/// transaction's last statement, anything else rolls it back before the store releases.
-/// `Some` problem replaces the handler's answer when what it wrote did not commit.
-async fn settle_in_tx<St: Store>(
-    offered: Box<dyn Offered>,
-    (store, claim): (&St, &Claim),
-    settle: Settle,
-    lease: Duration,
-) -> Option<Problem> {
-    let Settle::Store(stored) = settle else {
-        if let Err(error) = offered.finish(false).await {
-            tracing::error!(%error, "the handler kept its transaction past its answer");
-        }
-        settle_in_store(store, claim, settle).await;
-        return None;
-    };
-    match timed("complete", offered.complete(claim, &stored)).await {
-        None => complete(store, claim, &stored).await,
-        Some(Ok(())) => outcome("executed"),
-        Some(Err(Error::Fenced)) => {
-            tracing::error!("lease lost before completion: what the handler wrote rolled back");
-            outcome("lease_lost");
-            let problem = Problem::new(ProblemKind::RequestInFlight)
-                .detail("another execution holds this request now; retry with the same key")
-                .retry_after(retry_after(lease));
-            return Some(problem);
-        }
-        Some(Err(error)) => return Some(not_committed(store, claim, &error).await),
-    }
-    None
-}
-
-/// The answer when the handler's transaction did not commit with its record. Rolled back,
-/// the claim is released for a retry (kept, not discarded: external calls may have been
-/// made under its derived keys). A lost commit reply leaves the record to its lease: it
-/// may have committed, completed.
-async fn not_committed<St: Store>(store: &St, claim: &Claim, error: &Error) -> Problem {
-    if let Error::OutcomeUnknown(_) = error {
-        tracing::error!(%error, "the outcome of the handler's transaction is unknown");
-        outcome("outcome_unknown");
-        return Problem::new(ProblemKind::OutcomeUnknown);
-    }
-    tracing::error!(%error, "the handler's transaction did not commit; releasing the claim");
-    release(store, claim, false).await;
-    store_failure(error, "what the handler wrote was rolled back")
-}
-
-/// The problem answered when the handler panicked or its body could not be read.
-fn handler_failed() -> Problem {
-    Problem::custom("handler-failed", "The request handler failed", 500)
-        .detail("the request was not completed; it is safe to retry with the same key")
-}
-
 async fn settle_response<B>(response: Response<B>, config: &Config) -> (Response<Body>, Settle)
 where
     B: HttpBody<Data = Bytes> + Send + 'static,
@@ -187,83 +120,6 @@ where
         Err(err) => {
             tracing::error!(error = %err, "could not read the handler's response body");
             (problem_response(&handler_failed()), Settle::Release)
-        }
-    }
-}
-
-/// Completes the record, retrying within the lease; on failure the record stays in flight
-/// until its lease expires, and the handler's response is still returned (§10).
-async fn complete<St: Store>(store: &St, claim: &Claim, stored: &StoredResponse) {
-    let trusted_until = claim.trusted_until(claim.lease / 10);
-    let mut backoff = COMPLETE_BACKOFF;
-    for attempt in 1..=COMPLETE_ATTEMPTS {
-        match timed("complete", store.complete(claim, stored)).await {
-            Ok(()) => return outcome("executed"),
-            // An earlier attempt's reply was lost after it applied: the record is already
-            // completed, by this very claim.
-            Err(Error::Fenced) if attempt > 1 && completed_by(store, claim, stored).await => {
-                tracing::info!("the response was stored by an attempt whose reply was lost");
-                return outcome("executed");
-            }
-            Err(Error::Fenced) => {
-                tracing::error!("lease lost before completion: the response was not stored");
-                return outcome("lease_lost");
-            }
-            Err(err) if attempt < COMPLETE_ATTEMPTS && Instant::now() + backoff < trusted_until => {
-                tracing::warn!(error = %err, attempt, "could not store the response; retrying");
-                tokio::time::sleep(backoff).await;
-                backoff *= 2;
-            }
-            Err(err) => {
-                tracing::error!(
-                    error = %err,
-                    "could not store the response; the record stays in flight until its lease expires"
-                );
-                return outcome("complete_failed");
-            }
-        }
-    }
-}
-
-/// Whether the record is completed under this claim (its record id and token) with
-/// `stored`: only this claim's holder could have completed it so, since a takeover moves the
-/// token on.
-async fn completed_by<St: Store>(store: &St, claim: &Claim, stored: &StoredResponse) -> bool {
-    match timed("lookup", store.lookup(&claim.scope)).await {
-        Ok(Some(record)) => {
-            record.record_id == claim.record_id
-                && record.token == claim.token
-                && matches!(&record.state, RecordState::Completed(response) if response == stored)
-        }
-        Ok(None) => false,
-        Err(err) => {
-            tracing::warn!(error = %err, "could not read the record back after a lost reply");
-            false
-        }
-    }
-}
-
-/// Releases the claim; with `discard`, deletes its record instead in one fenced step, which
-/// is only safe because the handler reported that it did nothing under its derived keys.
-async fn release<St: Store>(store: &St, claim: &Claim, discard: bool) {
-    let released = if discard {
-        timed("discard", store.discard(claim)).await
-    } else {
-        timed("release", store.release(claim)).await
-    };
-    match released {
-        Ok(()) if discard => outcome("not_executed"),
-        Ok(()) => outcome("released"),
-        Err(Error::Fenced) => {
-            tracing::error!("lease lost before release: another executor holds the record");
-            outcome("lease_lost");
-        }
-        Err(err) => {
-            tracing::error!(
-                error = %err,
-                "could not release the claim; the record stays in flight until its lease expires"
-            );
-            outcome("release_failed");
         }
     }
 }

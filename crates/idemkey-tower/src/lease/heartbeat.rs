@@ -9,7 +9,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::running::LeaseMark;
+use super::local::LeaseMark;
 use crate::observe::timed;
 
 /// A background task that extends the lease every interval until stopped.

@@ -11,14 +11,14 @@
 //!   [`IdempotencyLayer::transactional`] (feature `sqlx`), in the handler's transaction
 //!   (`transactions`, `transactional`).
 
+mod begin;
 mod execute;
-mod flow;
 mod future;
 mod heartbeat;
 mod layer;
-mod look;
-mod running;
+mod local;
 mod service;
+mod settle;
 #[cfg(feature = "sqlx")]
 mod transactional;
 mod transactions;

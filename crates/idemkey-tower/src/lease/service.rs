@@ -1,4 +1,5 @@
-//! [`Idempotency`]: the lease-mode middleware service.
+//! [`Idempotency`]: the lease-mode middleware service, and the path of one request through
+//! the steps: prepare, begin (turn, lookup, claim), execute, settle, answer.
 
 use std::mem;
 use std::ops::ControlFlow;
@@ -9,19 +10,21 @@ use axum::body::Body;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body::Body as HttpBody;
-use idemkey_core::{BoxError, Problem, Store, Verdict};
+use idemkey_core::{BoxError, Error, Store, Verdict};
+// tokio's clock: see `begin`.
+use tokio::time::Instant;
 use tower::Service;
 use tracing::{Instrument, Span, field};
 
 use super::ResponseFuture;
-use super::flow;
-use super::look::look_first;
-use super::running::Running;
+use super::begin::{Beginning, Lookup};
+use super::execute::{Claimed, execute};
+use super::local::Local;
 use super::transactions::MaybeTransactions;
-use crate::answer::store_error;
+use crate::answer::{answered, joined, store_error};
 use crate::observe::outcome;
 use crate::policy::judge;
-use crate::{Config, Executions, Preparation, prepare, problem_response};
+use crate::{Config, Executions, Preparation, Prepared, prepare, problem_response};
 
 /// Middleware that makes requests carrying an `Idempotency-Key` idempotent, in lease mode.
 ///
@@ -34,47 +37,48 @@ use crate::{Config, Executions, Preparation, prepare, problem_response};
 #[derive(Clone, Debug)]
 pub struct Idempotency<S, St> {
     inner: S,
-    store: St,
-    config: Arc<Config>,
-    executions: Executions,
-    running: Arc<Running>,
-    transactions: MaybeTransactions,
+    shared: Shared<St>,
+}
+
+/// What every request of a layer shares: its store and settings, the executions it runs in
+/// tasks of their own, what this process is doing for it, and the transactions it offers.
+#[derive(Clone, Debug)]
+pub(crate) struct Shared<St> {
+    pub(crate) store: St,
+    pub(crate) config: Arc<Config>,
+    pub(crate) executions: Executions,
+    pub(crate) local: Arc<Local>,
+    pub(crate) transactions: MaybeTransactions,
+}
+
+impl<St> Shared<St> {
+    /// What a new layer over `store` shares.
+    pub(crate) fn new(store: St, config: Config) -> Self {
+        Self {
+            store,
+            config: Arc::new(config),
+            executions: Executions::new(),
+            local: Arc::default(),
+            transactions: MaybeTransactions::default(),
+        }
+    }
 }
 
 impl<S, St> Idempotency<S, St> {
     /// Wraps `inner`, keeping records in `store`.
     pub fn new(inner: S, store: St, config: Config) -> Self {
-        let tasks = (Executions::new(), Arc::default());
-        Self::from_shared(inner, store, Arc::new(config), tasks)
+        Self::from_shared(inner, Shared::new(store, config))
     }
 
-    /// A service of a layer, sharing the layer's executions and what they are running.
-    pub(crate) fn from_shared(
-        inner: S,
-        store: St,
-        config: Arc<Config>,
-        (executions, running): (Executions, Arc<Running>),
-    ) -> Self {
-        Self {
-            inner,
-            store,
-            config,
-            executions,
-            running,
-            transactions: MaybeTransactions::default(),
-        }
+    /// A service of a layer, sharing what the layer's services share.
+    pub(crate) fn from_shared(inner: S, shared: Shared<St>) -> Self {
+        Self { inner, shared }
     }
 
-    /// The same service, offering its handlers `transactions`.
-    pub(crate) fn with_transactions(mut self, transactions: MaybeTransactions) -> Self {
-        self.transactions = transactions;
-        self
-    }
-
-    /// The store its records are kept in.
+    /// What its requests share.
     #[cfg(feature = "sqlx")]
-    pub(crate) fn store(&self) -> &St {
-        &self.store
+    pub(crate) fn shared_mut(&mut self) -> &mut Shared<St> {
+        &mut self.shared
     }
 }
 
@@ -102,8 +106,9 @@ where
         let clone = self.inner.clone();
         let inner = mem::replace(&mut self.inner, clone);
         // Requests without a key pass through: they pay for no span.
-        let keyed = request.headers().contains_key(&self.config.key_header);
-        let span = if keyed && self.config.honours(request.method()) {
+        let config = &self.shared.config;
+        let keyed = request.headers().contains_key(&config.key_header);
+        let span = if keyed && config.honours(request.method()) {
             tracing::info_span!(
                 "idempotency",
                 operation = field::Empty,
@@ -113,27 +118,13 @@ where
         } else {
             Span::none()
         };
-        let shared = Shared {
-            store: self.store.clone(),
-            config: self.config.clone(),
-            executions: self.executions.clone(),
-            running: self.running.clone(),
-            transactions: self.transactions.clone(),
-        };
+        let shared = self.shared.clone();
         let handled = handle(inner, shared, request);
         ResponseFuture::new(handled.instrument(span))
     }
 }
 
-/// What a request's handling takes from the service.
-struct Shared<St> {
-    store: St,
-    config: Arc<Config>,
-    executions: Executions,
-    running: Arc<Running>,
-    transactions: MaybeTransactions,
-}
-
+/// One request, from its preparation to its answer.
 async fn handle<S, St, ReqBody, ResBody>(
     mut inner: S,
     shared: Shared<St>,
@@ -149,18 +140,12 @@ where
     ResBody: HttpBody<Data = Bytes> + Send + 'static,
     ResBody::Error: Into<BoxError>,
 {
-    let Shared {
-        store,
-        config,
-        executions,
-        running,
-        transactions,
-    } = shared;
-    let prepared = match prepare(request, &config).await {
+    let prepared = match prepare(request, &shared.config).await {
         Preparation::Ready(prepared) => *prepared,
-        Preparation::Unrecorded(request) if transactions.0.is_some() => {
+        Preparation::Unrecorded(request) if shared.transactions.0.is_some() => {
+            let (transactions, config) = (shared.transactions, shared.config);
             let unrecorded = unrecorded(inner, request.map(Body::new), transactions, config);
-            return joined(executions.spawn(unrecorded.in_current_span()).await);
+            return joined(shared.executions.spawn(unrecorded.in_current_span()).await);
         }
         Preparation::PassThrough(request) | Preparation::Unrecorded(request) => {
             let response = inner.call(request.map(Body::new)).await?;
@@ -174,29 +159,71 @@ where
     let span = Span::current();
     span.record("operation", field::display(&prepared.claim.operation));
     span.record("key", prepared.claim.scope.key.short_hash());
-    let start = match look_first(&store, &running, &prepared, &config).await {
-        Ok(looked) => match looked.start() {
-            ControlFlow::Continue(start) => start,
-            ControlFlow::Break(answer) => return Ok(answer),
-        },
+    let beginning = Beginning::new(&shared, &prepared);
+    let lookup = match beginning.lookup().await {
+        Ok(ControlFlow::Continue(lookup)) => lookup,
+        Ok(ControlFlow::Break(answer)) => return Ok(answer),
         Err(err) => return Ok(store_error(&err)),
     };
     // From the claim on, the work belongs to a task of its own: a dropped response future
     // (client gone, timeout layer) must not abandon a claim or a handler half-way (§6).
-    let prepared = (prepared, start);
-    let flow = flow::run(inner, prepared, (store, running, transactions), config);
-    joined(executions.spawn(flow.in_current_span()).await)
+    let executions = shared.executions.clone();
+    let claimed = claim_and_execute(inner, prepared, lookup, shared);
+    joined(executions.spawn(claimed.in_current_span()).await)
 }
 
-/// The answer of a task of its own: a panic is `handler-failed`.
-fn joined<E>(
-    task: Result<Result<Response<Body>, E>, tokio::task::JoinError>,
-) -> Result<Response<Body>, E> {
-    task.unwrap_or_else(|err| {
-        tracing::error!(error = %err, "the idempotency task failed");
-        let problem = Problem::custom("handler-failed", "The request handler failed", 500);
-        Ok(problem_response(&problem))
-    })
+/// In the request's task of its own: claims (see [`Beginning::claim`]), then executes under
+/// the claim if it was granted; answers otherwise.
+async fn claim_and_execute<S, St, ResBody>(
+    inner: S,
+    prepared: Prepared,
+    lookup: Lookup,
+    shared: Shared<St>,
+) -> Result<Response<Body>, S::Error>
+where
+    S: Service<Request<Body>, Response = Response<ResBody>>,
+    St: Store,
+    ResBody: HttpBody<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    // Before the claim: a claim must never be made without the keys its handler needs.
+    let secret = match secret(&shared.store, &shared.config).await {
+        Ok(secret) => secret,
+        Err(err) => return Ok(store_error(&err)),
+    };
+    let (begun, turn) = match Beginning::new(&shared, &prepared).claim(lookup).await {
+        Ok(begun) => begun,
+        Err(err) => return Ok(store_error(&err)),
+    };
+    let claim = match answered(begun, &prepared.parts.headers, &shared.config) {
+        Ok(response) => return Ok(response),
+        Err(claim) => claim,
+    };
+    if claim.taken_over {
+        tracing::warn!("took over an expired lease: executing again");
+    }
+    // The store stamps `acquired` before it sends the claim, so the lease it granted ends
+    // after `acquired + lease` (std's clock: under a paused tokio clock the mark then runs
+    // out early, which only sends duplicates to the store).
+    let asked = Instant::from_std(claim.acquired);
+    let execution = shared.local.enter(&prepared.claim, (asked, claim.lease));
+    // Registered: duplicates that waited for this claim now find the execution.
+    drop(turn);
+    let claimed = Claimed {
+        claim,
+        secret,
+        execution,
+    };
+    execute(inner, prepared.into_request(), claimed, shared).await
+}
+
+/// The secret behind derived keys: the configured one, else the store's (which the store
+/// caches, so this is a read of memory after the first request: not worth a latency sample).
+async fn secret<St: Store>(store: &St, config: &Config) -> Result<Arc<[u8]>, Error> {
+    match &config.secret {
+        Some(secret) => Ok(secret.clone()),
+        None => store.secret().await,
+    }
 }
 
 /// A request without a key on a transactional route: the handler's transaction, if it

@@ -28,7 +28,7 @@ impl<DB: Backend> IdempotencyLayer<SqlxStore<DB>> {
     /// writer until the handler answers: take it after slow external calls, not before.
     #[must_use]
     pub fn transactional(mut self) -> Self {
-        self.transactions = lease_transactions(&self.store);
+        self.shared.transactions = lease_transactions(&self.shared.store);
         self
     }
 }
@@ -38,9 +38,10 @@ impl<S, DB: Backend> Idempotency<S, SqlxStore<DB>> {
     /// completes the record: [`IdempotencyLayer::transactional`], for a service built with
     /// [`Idempotency::new`].
     #[must_use]
-    pub fn transactional(self) -> Self {
-        let transactions = lease_transactions(self.store());
-        self.with_transactions(transactions)
+    pub fn transactional(mut self) -> Self {
+        let shared = self.shared_mut();
+        shared.transactions = lease_transactions(&shared.store);
+        self
     }
 }
 
