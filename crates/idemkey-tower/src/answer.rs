@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use axum::body::Body;
+use crate::Body;
 use http::Response;
-use idemkey_core::{Begin, Claim, Error, Problem, ProblemKind};
+use idemkey_core::{Answer, Begin, Claim, Error, Problem, ProblemKind, retry_after};
 
 use crate::observe::outcome;
 use crate::{Config, problem_response, replay_response};
@@ -22,42 +22,64 @@ pub(crate) fn answered(
     request: &http::HeaderMap,
     config: &Config,
 ) -> Result<Response<Body>, Claim> {
-    let problem = match begun {
+    let decided = match begun {
         Begin::Execute(claim) => return Err(claim),
-        Begin::Replay(stored) => {
+        Begin::Replay(stored) => Answer::Replay(stored),
+        Begin::Mismatch => Answer::Mismatch,
+        Begin::InFlight { retry_after } => Answer::InFlight { retry_after },
+    };
+    Ok(answer(decided, request, config))
+}
+
+/// The response to a request its record answers without executing, in either mode: the
+/// stored response replayed for these request headers, `key-reused` or `request-in-flight`.
+pub(crate) fn answer(
+    decided: Answer,
+    request: &http::HeaderMap,
+    config: &Config,
+) -> Response<Body> {
+    let problem = match decided {
+        Answer::Replay(stored) => {
             outcome("replayed");
-            return Ok(replay_response(&stored, request));
+            return replay_response(&stored, request);
         }
-        Begin::Mismatch => {
+        Answer::Mismatch => {
             outcome("key_reused");
             Problem::new(ProblemKind::KeyReused)
                 .status(config.mismatch_status.as_u16())
                 .detail("this key was already used for a different request")
         }
-        Begin::InFlight { retry_after } => {
+        Answer::InFlight { retry_after } => {
             outcome("in_flight");
             Problem::new(ProblemKind::RequestInFlight).retry_after(retry_after)
         }
     };
-    Ok(problem_response(&problem))
+    problem_response(&problem)
 }
 
-/// The answer of a task of its own (an execution, in either mode): a panic is
-/// `handler-failed`.
+/// The answer of a lease-mode task of its own: a panic is `handler-failed`.
 pub(crate) fn joined<E>(
     task: Result<Result<Response<Body>, E>, tokio::task::JoinError>,
 ) -> Result<Response<Body>, E> {
     task.unwrap_or_else(|err| {
         tracing::error!(error = %err, "the idempotency task failed");
-        let problem = Problem::custom("handler-failed", "The request handler failed", 500);
-        Ok(problem_response(&problem))
+        Ok(problem_response(&handler_failed()))
     })
 }
 
-/// The problem answered when the handler panicked or its body could not be read.
+/// The problem answered, in both modes, when the handler panicked, failed or its body could
+/// not be read: nothing was stored, so a retry with the same key is safe (behaviour §10).
 pub(crate) fn handler_failed() -> Problem {
     Problem::custom("handler-failed", "The request handler failed", 500)
         .detail("the request was not completed; it is safe to retry with the same key")
+}
+
+/// The problem of a handler whose transaction rolled back because its lease was lost
+/// meanwhile: a newer execution holds the request, whose answer will be stored.
+pub(crate) fn lease_lost(lease: Duration) -> Problem {
+    Problem::new(ProblemKind::RequestInFlight)
+        .detail("another execution holds this request now; retry with the same key")
+        .retry_after(retry_after(lease))
 }
 
 /// A store failure: the request was not executed, unless the outcome is unknown. Only what

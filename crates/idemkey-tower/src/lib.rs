@@ -66,9 +66,14 @@
 //! The building blocks of both modes are public for reuse: [`prepare`] (key, actor, body,
 //! fingerprint), [`split_response`], [`replay_response`] and [`problem_response`].
 //!
+//! Each mode has a module of its own, with its layer, service and steps: [`lease`] (re-exported
+//! here) and [`atomic`]. Both prepare a request the same way and answer with the same
+//! responses and problems.
+//!
 //! | feature | what it enables |
 //! | --- | --- |
-//! | `sqlx` | [`atomic`]: atomic mode on idemkey-sqlx's stores, with the `Tx` extractor |
+//! | `axum` (default) | axum's body as [`Body`]; the matched route names the operation, axum's fallback passes through. Without it the layer serves any tower service over `http` bodies, and axum is not a dependency |
+//! | `sqlx` | [`atomic`]: atomic mode on idemkey-sqlx's stores, with the `Tx` extractor (implies `axum`) |
 //! | `openapi` | [`openapi`]: the covered routes documented in a utoipa OpenAPI document |
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -76,6 +81,7 @@ mod actor;
 mod answer;
 #[cfg(feature = "sqlx")]
 pub mod atomic;
+mod body;
 mod config;
 mod executions;
 mod extensions;
@@ -91,6 +97,7 @@ mod select;
 mod sweeper;
 
 pub use actor::{ActorExtension, MakeActor};
+pub use body::Body;
 pub use config::Config;
 pub use executions::Executions;
 pub use extensions::{Actor, NotExecuted};

@@ -21,7 +21,7 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
+use crate::Body;
 use http::Response;
 use idemkey_core::{
     Begin, ClaimRequest, Decision, Error, Store, begin, claim, decide, look, retry_after,

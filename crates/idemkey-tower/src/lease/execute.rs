@@ -4,7 +4,7 @@
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use axum::body::Body;
+use crate::Body;
 use bytes::Bytes;
 use futures_util::FutureExt;
 use http::{Request, Response};

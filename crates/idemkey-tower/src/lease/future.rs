@@ -5,7 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use axum::body::Body;
+use crate::Body;
 use http::Response;
 
 type BoxFuture<E> = Pin<Box<dyn Future<Output = Result<Response<Body>, E>> + Send + 'static>>;

@@ -6,7 +6,7 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use axum::body::Body;
+use crate::Body;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body::Body as HttpBody;

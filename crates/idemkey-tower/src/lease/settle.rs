@@ -3,12 +3,10 @@
 
 use std::time::{Duration, Instant};
 
-use idemkey_core::{
-    Claim, Error, Problem, ProblemKind, RecordState, Store, StoredResponse, retry_after,
-};
+use idemkey_core::{Claim, Error, Problem, ProblemKind, RecordState, Store, StoredResponse};
 
 use super::transactions::Offered;
-use crate::answer::store_failure;
+use crate::answer::{lease_lost, store_failure};
 use crate::observe::{outcome, timed};
 
 /// How many times completing a record is tried before giving up (§10).
@@ -62,10 +60,7 @@ pub(crate) async fn settle_in_tx<St: Store>(
         Some(Err(Error::Fenced)) => {
             tracing::error!("lease lost before completion: what the handler wrote rolled back");
             outcome("lease_lost");
-            let problem = Problem::new(ProblemKind::RequestInFlight)
-                .detail("another execution holds this request now; retry with the same key")
-                .retry_after(retry_after(lease));
-            return Some(problem);
+            return Some(lease_lost(lease));
         }
         Some(Err(error)) => return Some(not_committed(store, claim, &error).await),
     }
