@@ -85,6 +85,7 @@ mod body;
 mod config;
 mod executions;
 mod extensions;
+mod future;
 pub mod lease;
 mod observe;
 #[cfg(feature = "openapi")]
@@ -101,7 +102,8 @@ pub use body::Body;
 pub use config::Config;
 pub use executions::Executions;
 pub use extensions::{Actor, NotExecuted};
-pub use lease::{Idempotency, IdempotencyLayer, ResponseFuture};
+pub use future::ResponseFuture;
+pub use lease::{Idempotency, IdempotencyLayer};
 pub use operation::{DefaultOperation, MakeOperation};
 pub use policy::ResponsePolicy;
 pub use prepare::{Preparation, Prepared, Rejection, fingerprint, prepare};

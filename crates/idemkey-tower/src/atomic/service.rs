@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use crate::Body;
 use bytes::Bytes;
-use futures_util::future::BoxFuture;
 use http::{Request, Response};
 use http_body::Body as HttpBody;
 use idemkey_core::{Answer, BoxError, Verdict};
@@ -23,7 +22,7 @@ use super::tx::end;
 use crate::answer::{self, handler_failed, store_error};
 use crate::observe::{outcome, store_latency};
 use crate::policy::judge;
-use crate::{Config, Executions, Preparation, Prepared, prepare, problem_response};
+use crate::{Config, Executions, Preparation, Prepared, ResponseFuture, prepare, problem_response};
 
 /// Middleware that runs each keyed request in atomic mode: see [`super`].
 pub struct AtomicIdempotency<S, DB: Backend> {
@@ -59,7 +58,7 @@ where
 {
     type Response = Response<Body>;
     type Error = S::Error;
-    type Future = BoxFuture<'static, Result<Response<Body>, S::Error>>;
+    type Future = ResponseFuture<S::Error>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -72,7 +71,7 @@ where
         let (store, config) = (self.store.clone(), self.config.clone());
         let executions = self.executions.clone();
         let plan = self.plan;
-        Box::pin(async move {
+        ResponseFuture::new(async move {
             match prepare(request, &config).await {
                 Preparation::Rejected(rejection) => {
                     outcome(rejection.outcome);

@@ -1,9 +1,9 @@
 //! Lease mode, for any store and any service: the claim commits on its own with a lease, the
 //! handler runs under it, and the response completes the record afterwards (behaviour §5-§8a).
 //!
-//! [`IdempotencyLayer`] applies [`Idempotency`] to a service; its [`ResponseFuture`] is the
-//! service's future. A keyed request, prepared (`crate::prepare`), takes these steps, one file
-//! each, and is answered by `crate::answer`:
+//! [`IdempotencyLayer`] applies [`Idempotency`] to a service; its future is the crate's
+//! [`ResponseFuture`](crate::ResponseFuture), shared with atomic mode. A keyed request,
+//! prepared as in both modes, takes these steps, one file each, and is answered as in both:
 //!
 //! - `begin`: this process's turn at the scope, the lookup in the request's own task, then,
 //!   in a task of its own, the claim (and the wait for an original in flight); `local` keeps
@@ -15,7 +15,6 @@
 
 mod begin;
 mod execute;
-mod future;
 mod heartbeat;
 mod layer;
 mod local;
@@ -25,6 +24,5 @@ mod settle;
 mod transactional;
 mod transactions;
 
-pub use future::ResponseFuture;
 pub use layer::IdempotencyLayer;
 pub use service::Idempotency;

@@ -16,7 +16,6 @@ use tokio::time::Instant;
 use tower::Service;
 use tracing::{Instrument, Span, field};
 
-use super::ResponseFuture;
 use super::begin::{Beginning, Lookup};
 use super::execute::{Claimed, execute};
 use super::local::Local;
@@ -24,7 +23,7 @@ use super::transactions::MaybeTransactions;
 use crate::answer::{answered, joined, store_error};
 use crate::observe::outcome;
 use crate::policy::judge;
-use crate::{Config, Executions, Preparation, Prepared, prepare, problem_response};
+use crate::{Config, Executions, Preparation, Prepared, ResponseFuture, prepare, problem_response};
 
 /// Middleware that makes requests carrying an `Idempotency-Key` idempotent, in lease mode.
 ///
