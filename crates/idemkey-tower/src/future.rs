@@ -1,16 +1,17 @@
-//! Response future for [`Idempotency`](crate::Idempotency).
+//! [`ResponseFuture`]: the future of both modes' services.
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use axum::body::Body;
+use crate::Body;
 use http::Response;
 
 type BoxFuture<E> = Pin<Box<dyn Future<Output = Result<Response<Body>, E>> + Send + 'static>>;
 
-/// Response future for [`Idempotency`](crate::Idempotency).
+/// Response future for [`Idempotency`](crate::Idempotency) and, with feature `sqlx`,
+/// [`AtomicIdempotency`](crate::atomic::AtomicIdempotency).
 pub struct ResponseFuture<E> {
     inner: BoxFuture<E>,
 }

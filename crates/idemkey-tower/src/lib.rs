@@ -66,24 +66,27 @@
 //! The building blocks of both modes are public for reuse: [`prepare`] (key, actor, body,
 //! fingerprint), [`split_response`], [`replay_response`] and [`problem_response`].
 //!
+//! Each mode has a module of its own, with its layer, service and steps: [`lease`] (re-exported
+//! here) and [`atomic`]. Both prepare a request the same way and answer with the same
+//! responses and problems.
+//!
 //! | feature | what it enables |
 //! | --- | --- |
-//! | `sqlx` | [`atomic`]: atomic mode on idemkey-sqlx's stores, with the `Tx` extractor |
+//! | `axum` (default) | axum's body as [`Body`]; the matched route names the operation, axum's fallback passes through. Without it the layer serves any tower service over `http` bodies, and axum is not a dependency |
+//! | `sqlx` | [`atomic`]: atomic mode on idemkey-sqlx's stores, with the `Tx` extractor (implies `axum`) |
 //! | `openapi` | [`openapi`]: the covered routes documented in a utoipa OpenAPI document |
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 mod actor;
+mod answer;
 #[cfg(feature = "sqlx")]
 pub mod atomic;
+mod body;
 mod config;
-mod execute;
 mod executions;
 mod extensions;
-mod flow;
 mod future;
-mod heartbeat;
-mod layer;
-mod look;
+pub mod lease;
 mod observe;
 #[cfg(feature = "openapi")]
 pub mod openapi;
@@ -91,18 +94,16 @@ mod operation;
 mod policy;
 mod prepare;
 mod replay;
-mod running;
 mod select;
-mod service;
 mod sweeper;
-mod transactions;
 
 pub use actor::{ActorExtension, MakeActor};
+pub use body::Body;
 pub use config::Config;
 pub use executions::Executions;
 pub use extensions::{Actor, NotExecuted};
 pub use future::ResponseFuture;
-pub use layer::IdempotencyLayer;
+pub use lease::{Idempotency, IdempotencyLayer};
 pub use operation::{DefaultOperation, MakeOperation};
 pub use policy::ResponsePolicy;
 pub use prepare::{Preparation, Prepared, Rejection, fingerprint, prepare};
@@ -111,5 +112,4 @@ pub use replay::{
     problem_response, replay_response, split_response, stored_headers,
 };
 pub use select::JsonSelection;
-pub use service::Idempotency;
 pub use sweeper::{SWEEP_BATCH, Sweeper, sweep_all};

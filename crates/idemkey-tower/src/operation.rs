@@ -1,6 +1,5 @@
 //! Naming the operation a request performs (behaviour §1, §3).
 
-use axum::extract::MatchedPath;
 use http::request::Parts;
 use idemkey_core::Operation;
 
@@ -30,7 +29,7 @@ where
     }
 }
 
-/// The default operation: `METHOD route`, where the route is axum's [`MatchedPath`] template
+/// The default operation: `METHOD route`, where the route is axum's `MatchedPath` template
 /// when present (`POST /v1/notes/{id}/comments`, prefixes of nesting routers included), else
 /// the path the client sent.
 ///
@@ -67,17 +66,30 @@ impl Default for DefaultOperation {
 
 impl MakeOperation for DefaultOperation {
     fn make_operation(&self, parts: &Parts) -> Operation {
-        let route = parts.extensions.get::<MatchedPath>().map_or_else(
-            || crate::prepare::client_uri(parts).path(),
-            MatchedPath::as_str,
-        );
-        let name = format!("{} {route}", parts.method);
+        let name = format!("{} {}", parts.method, route(parts));
         self.compatible
             .iter()
             .fold(Operation::new(name, self.version.clone()), |op, v| {
                 op.compatible_with(v.clone())
             })
     }
+}
+
+/// The route a request took: axum's [`MatchedPath`](axum::extract::MatchedPath) template,
+/// else the path the client sent.
+#[cfg(feature = "axum")]
+fn route(parts: &Parts) -> &str {
+    use axum::extract::MatchedPath;
+    parts.extensions.get::<MatchedPath>().map_or_else(
+        || crate::prepare::client_uri(parts).path(),
+        MatchedPath::as_str,
+    )
+}
+
+/// The route a request took: without axum's router, the path the client sent.
+#[cfg(not(feature = "axum"))]
+fn route(parts: &Parts) -> &str {
+    crate::prepare::client_uri(parts).path()
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The front half shared by both modes: key, actor, limited body and fingerprint.
 
-use axum::body::Body;
+use crate::Body;
+#[cfg(feature = "axum")]
 use axum::extract::{MatchedPath, OriginalUri};
 use bytes::Bytes;
 use http::header::CONTENT_TYPE;
@@ -100,6 +101,7 @@ where
 /// `nest_service` gets none either, but sees its path with the prefix stripped, so only an
 /// unstripped URI counts. Outside an axum router neither is set, and the request is taken
 /// to reach a handler.
+#[cfg(feature = "axum")]
 fn reached_no_route<B>(request: &Request<B>) -> bool {
     let extensions = request.extensions();
     extensions.get::<MatchedPath>().is_none()
@@ -108,13 +110,26 @@ fn reached_no_route<B>(request: &Request<B>) -> bool {
             .is_some_and(|original| original.0 == *request.uri())
 }
 
+/// Without axum there is no router to have routed it: every request reaches the service.
+#[cfg(not(feature = "axum"))]
+fn reached_no_route<B>(_: &Request<B>) -> bool {
+    false
+}
+
 /// The URI the client sent: a router nested in another sees its path without the prefix
 /// (`/notes` for `/orgs/a/notes`), while [`OriginalUri`] keeps the whole of it.
+#[cfg(feature = "axum")]
 pub(crate) fn client_uri(parts: &Parts) -> &http::Uri {
     parts
         .extensions
         .get::<OriginalUri>()
         .map_or(&parts.uri, |original| &original.0)
+}
+
+/// The URI the client sent: without axum, the request's own.
+#[cfg(not(feature = "axum"))]
+pub(crate) fn client_uri(parts: &Parts) -> &http::Uri {
+    &parts.uri
 }
 
 /// Whether the request declares a JSON body (`application/json`, `+json`).
@@ -230,6 +245,7 @@ mod tests {
         assert_eq!(a.claim.operation.to_string(), "POST /v1/notes:v1");
     }
 
+    #[cfg(feature = "axum")]
     #[tokio::test]
     async fn a_request_routed_to_no_route_passes_through() {
         let mut unrouted = request("k");

@@ -1,6 +1,6 @@
 //! Converting between `http` responses and [`StoredResponse`] (behaviour §6, §7).
 
-use axum::body::Body;
+use crate::Body;
 use bytes::Bytes;
 use http::header::{ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_LENGTH, DATE, SET_COOKIE};
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};

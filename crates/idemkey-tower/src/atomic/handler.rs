@@ -4,7 +4,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
+use crate::Body;
 use bytes::Bytes;
 use http::{HeaderName, Request, Response, request::Parts};
 use http_body::Body as HttpBody;

@@ -36,7 +36,7 @@
 
 mod handler;
 mod layer;
-mod lease;
+
 mod service;
 mod tx;
 
@@ -45,4 +45,4 @@ pub use idemkey_sqlx::Strategy;
 pub use layer::AtomicIdempotencyLayer;
 pub use service::AtomicIdempotency;
 pub use tx::Tx;
-pub(crate) use tx::TxSlot;
+pub(crate) use tx::{Returned, TxSlot, end};

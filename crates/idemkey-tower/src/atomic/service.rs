@@ -6,12 +6,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
+use crate::Body;
 use bytes::Bytes;
-use futures_util::future::BoxFuture;
 use http::{Request, Response};
 use http_body::Body as HttpBody;
-use idemkey_core::{BoxError, Problem, ProblemKind, Verdict};
+use idemkey_core::{Answer, BoxError, Verdict};
 use idemkey_sqlx::{AtomicError, AtomicOptions, Backend, Looked, Outcome, SqlxStore, Strategy};
 use tower::{Service, ServiceExt};
 use tracing::{Instrument, field};
@@ -20,12 +19,10 @@ use super::TxSlot;
 use super::handler::{HttpOutput, ServiceHandler};
 use super::layer::Plan;
 use super::tx::end;
-use crate::flow::store_error;
+use crate::answer::{self, handler_failed, store_error};
 use crate::observe::{outcome, store_latency};
 use crate::policy::judge;
-use crate::{
-    Config, Executions, Preparation, Prepared, prepare, problem_response, replay_response,
-};
+use crate::{Config, Executions, Preparation, Prepared, ResponseFuture, prepare, problem_response};
 
 /// Middleware that runs each keyed request in atomic mode: see [`super`].
 pub struct AtomicIdempotency<S, DB: Backend> {
@@ -61,7 +58,7 @@ where
 {
     type Response = Response<Body>;
     type Error = S::Error;
-    type Future = BoxFuture<'static, Result<Response<Body>, S::Error>>;
+    type Future = ResponseFuture<S::Error>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -74,7 +71,7 @@ where
         let (store, config) = (self.store.clone(), self.config.clone());
         let executions = self.executions.clone();
         let plan = self.plan;
-        Box::pin(async move {
+        ResponseFuture::new(async move {
             match prepare(request, &config).await {
                 Preparation::Rejected(rejection) => {
                     outcome(rejection.outcome);
@@ -164,7 +161,7 @@ where
                 "atomic",
                 started.elapsed().saturating_sub(handler.handler_time),
             );
-            answer(result, &config, &accepts)
+            answer_outcome(result, &config, &accepts)
         }
         .instrument(span),
     );
@@ -172,9 +169,7 @@ where
         // The handler panicked: its transaction was dropped with it, so rolled back.
         tracing::error!(error = %join, "atomic handler panicked; rolled back");
         outcome("handler_panicked");
-        problem_response(
-            &Problem::custom("internal", "Internal error", 500).detail("the handler failed"),
-        )
+        problem_response(&handler_failed())
     })
 }
 
@@ -202,7 +197,11 @@ async fn answered_by_lookup<DB: Backend>(
         Ok(Looked::Answer(decided)) => {
             store_latency("atomic", started.elapsed());
             let _entered = span.enter();
-            Ok(answer(Ok(decided.into()), config, &prepared.parts.headers))
+            Ok(answer_outcome(
+                Ok(decided.into()),
+                config,
+                &prepared.parts.headers,
+            ))
         }
         // Looked up already: the execution need not look again.
         Ok(Looked::Absent) => {
@@ -214,12 +213,12 @@ async fn answered_by_lookup<DB: Backend>(
     }
 }
 
-fn answer(
+fn answer_outcome(
     result: Result<Outcome<HttpOutput>, AtomicError<super::handler::HandlerError>>,
     config: &Config,
     request: &http::HeaderMap,
 ) -> Response<Body> {
-    let problem = match result {
+    let decided = match result {
         Ok(Outcome::Executed(output)) => {
             outcome("executed");
             return output.response;
@@ -228,28 +227,17 @@ fn answer(
             outcome("released");
             return output.response;
         }
-        Ok(Outcome::Replayed(stored)) => {
-            outcome("replayed");
-            return replay_response(&stored, request);
-        }
-        Ok(Outcome::Mismatch) => {
-            outcome("key_reused");
-            Problem::new(ProblemKind::KeyReused)
-                .status(config.mismatch_status.as_u16())
-                .detail("this key was already used for a different request")
-        }
-        Ok(Outcome::InFlight { retry_after }) => {
-            outcome("in_flight");
-            Problem::new(ProblemKind::RequestInFlight).retry_after(retry_after)
-        }
+        Ok(Outcome::Replayed(stored)) => Answer::Replay(stored),
+        Ok(Outcome::Mismatch) => Answer::Mismatch,
+        Ok(Outcome::InFlight { retry_after }) => Answer::InFlight { retry_after },
         Err(AtomicError::Store(error)) => return store_error(&error),
         Err(error) => {
             tracing::error!(%error, "atomic handler failed; rolled back");
             outcome("handler_error");
-            Problem::custom("internal", "Internal error", 500).detail("the handler failed")
+            return problem_response(&handler_failed());
         }
     };
-    problem_response(&problem)
+    answer::answer(decided, request, config)
 }
 
 /// A request without a key on a route where keys are optional: the same transaction and
@@ -299,8 +287,6 @@ where
     match task.await {
         Ok(Ok(answer)) => answer,
         Ok(Err(error)) => Ok(store_error(&error)),
-        Err(_) => Ok(problem_response(
-            &Problem::custom("internal", "Internal error", 500).detail("the handler failed"),
-        )),
+        Err(_) => Ok(problem_response(&handler_failed())),
     }
 }

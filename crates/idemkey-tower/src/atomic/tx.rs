@@ -10,7 +10,7 @@ use idemkey_core::Problem;
 use idemkey_sqlx::{Backend, SqlxStore};
 use sqlx::Transaction;
 
-use crate::flow::store_error;
+use crate::answer::store_error;
 use crate::problem_response;
 
 /// Where the request's transaction waits while the handler may borrow it.

@@ -44,6 +44,18 @@ async fn unstored_status_panic_and_not_executed_roll_back() {
     assert_eq!(s.counts().await, (1, 1));
 }
 
+/// A panicking handler answers the problem it answers in lease mode (behaviour §10).
+#[tokio::test]
+async fn a_panicking_handler_is_handler_failed_as_in_lease_mode() {
+    let s = TestServer::start(None).await;
+    let response = s.post("k", Behaviour::Panic).await;
+    assert_eq!(response.status(), 500);
+    let problem: serde_json::Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+    let type_uri = problem["type"].as_str().unwrap();
+    assert!(type_uri.ends_with("/handler-failed"), "{type_uri}");
+    assert_eq!(s.counts().await, (0, 0), "rolled back");
+}
+
 #[tokio::test]
 async fn requests_without_a_key_run_in_a_transaction_unrecorded() {
     let s = TestServer::start(None).await;

@@ -1,4 +1,5 @@
-//! The scopes a layer is executing in this process (lease mode).
+//! What a lease layer is doing in this process: the scopes it executes, and whose turn it is
+//! to ask the store about a scope (the turns are taken in [`super::begin`]).
 //!
 //! A duplicate of a request this process is running would only learn from the store what the
 //! process already knows: the record is in flight. Answered here, a storm of duplicates costs
@@ -25,11 +26,11 @@ use tokio::time::Instant;
 
 /// The scopes being executed, with what a duplicate must match.
 #[derive(Debug, Default)]
-pub(crate) struct Running {
+pub(crate) struct Local {
     scopes: Mutex<HashMap<Scope, Entry>>,
     /// The scopes a request of this process is looking up or claiming from the store right
-    /// now (see [`crate::look`]).
-    claims: Mutex<HashMap<Scope, Claimant>>,
+    /// now (see [`super::begin`]).
+    turns: Mutex<HashMap<Scope, Holder>>,
 }
 
 /// What an exact duplicate of a request shares with it: its fingerprint and its operation's
@@ -55,16 +56,16 @@ impl Identity {
 
 /// A request looking up or claiming its scope, and what its duplicates must match.
 #[derive(Debug)]
-struct Claimant {
+struct Holder {
     identity: Identity,
     /// Its sender is dropped when the claim has its answer.
     answered: watch::Receiver<()>,
 }
 
-/// Whose turn it is to look up and claim a scope in this process (see [`Running::claiming`]).
+/// Whose turn it is to look up and claim a scope in this process (see [`Local::turn`]).
 pub(crate) enum Turn {
-    /// This request looks up or claims; its duplicates wait until the guard drops.
-    First(Claiming),
+    /// This request looks up and claims; its duplicates wait until the guard drops.
+    First(OwnTurn),
     /// An exact duplicate is looking up or claiming: `changed` returns (an error) once it has
     /// its answer.
     After(watch::Receiver<()>),
@@ -75,23 +76,23 @@ pub(crate) enum Turn {
 
 /// Registers a request looking up or claiming its scope until dropped: after the lookup
 /// answered, after the claim was refused, or, when it was granted, after the execution is
-/// registered with [`Running::enter`], so that a woken duplicate finds it there.
+/// registered with [`Local::enter`], so that a woken duplicate finds it there.
 #[derive(Debug)]
-pub(crate) struct Claiming {
-    running: Arc<Running>,
+pub(crate) struct OwnTurn {
+    local: Arc<Local>,
     scope: Scope,
     /// Dropped with the guard, which wakes the duplicates waiting for this claim.
     answered: watch::Sender<()>,
 }
 
-impl Drop for Claiming {
+impl Drop for OwnTurn {
     fn drop(&mut self) {
-        let mut claims = self.running.claims();
-        let own = claims
+        let mut turns = self.local.turns();
+        let own = turns
             .get(&self.scope)
-            .is_some_and(|claimant| claimant.answered.same_channel(&self.answered.subscribe()));
+            .is_some_and(|holder| holder.answered.same_channel(&self.answered.subscribe()));
         if own {
-            claims.remove(&self.scope);
+            turns.remove(&self.scope);
         }
     }
 }
@@ -136,17 +137,17 @@ impl LeaseMark {
 /// Registers an execution until dropped (the execution stored or released its claim, or its
 /// task unwound).
 #[derive(Debug)]
-pub(crate) struct Executing {
-    running: Arc<Running>,
+pub(crate) struct LocalExecution {
+    local: Arc<Local>,
     scope: Scope,
     ended: watch::Receiver<()>,
     lease: Arc<LeaseMark>,
-    /// The entry's sender once [`Executing::settling`] took the entry out: its waiters are
+    /// The entry's sender once [`LocalExecution::settling`] took the entry out: its waiters are
     /// woken when this guard drops, after the store has the outcome.
     settled: Option<watch::Sender<()>>,
 }
 
-impl Executing {
+impl LocalExecution {
     /// The mark the execution's heartbeat renews.
     pub(crate) fn lease(&self) -> Arc<LeaseMark> {
         self.lease.clone()
@@ -156,43 +157,43 @@ impl Executing {
     /// asks the store, which may already know the outcome (a duplicate answered here would
     /// be told 409 after the store had the replay). Waiters stay until this guard drops.
     pub(crate) fn settling(&mut self) {
-        if let Some(entry) = self.running.take_own(&self.scope, &self.ended) {
+        if let Some(entry) = self.local.take_own(&self.scope, &self.ended) {
             self.settled = Some(entry.ended);
         }
     }
 }
 
-impl Running {
+impl Local {
     fn scopes(&self) -> MutexGuard<'_, HashMap<Scope, Entry>> {
         // A panic while the lock was held left the map as it was: go on with it.
         self.scopes.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn claims(&self) -> MutexGuard<'_, HashMap<Scope, Claimant>> {
-        self.claims.lock().unwrap_or_else(|e| e.into_inner())
+    fn turns(&self) -> MutexGuard<'_, HashMap<Scope, Holder>> {
+        self.turns.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Takes the turn to look up and claim `request`'s scope, or tells whose it is. Only one
     /// request of a scope asks the store at a time here: a storm of duplicates would
     /// otherwise queue for the store's connections, each to read what the first one finds
     /// and to send a claim the store can only refuse.
-    pub(crate) fn claiming(self: &Arc<Self>, request: &ClaimRequest) -> Turn {
-        let mut claims = self.claims();
-        if let Some(claimant) = claims.get(&request.scope) {
-            return if claimant.identity.matches(request) {
-                Turn::After(claimant.answered.clone())
+    pub(crate) fn turn(self: &Arc<Self>, request: &ClaimRequest) -> Turn {
+        let mut turns = self.turns();
+        if let Some(holder) = turns.get(&request.scope) {
+            return if holder.identity.matches(request) {
+                Turn::After(holder.answered.clone())
             } else {
                 Turn::Other
             };
         }
         let (answered, receiver) = watch::channel(());
-        let claimant = Claimant {
+        let holder = Holder {
             identity: Identity::of(request),
             answered: receiver,
         };
-        claims.insert(request.scope.clone(), claimant);
-        Turn::First(Claiming {
-            running: self.clone(),
+        turns.insert(request.scope.clone(), holder);
+        Turn::First(OwnTurn {
+            local: self.clone(),
             scope: request.scope.clone(),
             answered,
         })
@@ -204,7 +205,7 @@ impl Running {
         self: &Arc<Self>,
         request: &ClaimRequest,
         (asked, lease): (Instant, Duration),
-    ) -> Executing {
+    ) -> LocalExecution {
         let (ended, receiver) = watch::channel(());
         let mark = Arc::new(LeaseMark::new(asked, lease));
         let entry = Entry {
@@ -213,8 +214,8 @@ impl Running {
             ended,
         };
         self.scopes().insert(request.scope.clone(), entry);
-        Executing {
-            running: self.clone(),
+        LocalExecution {
+            local: self.clone(),
             scope: request.scope.clone(),
             ended: receiver,
             lease: mark,
@@ -240,11 +241,11 @@ impl Running {
     }
 }
 
-impl Drop for Executing {
+impl Drop for LocalExecution {
     fn drop(&mut self) {
         // Only this execution's own entry: a later one of the same scope may have replaced it.
         // Dropping the entry (or the sender `settling` kept) wakes the waiters.
-        drop(self.running.take_own(&self.scope, &self.ended));
+        drop(self.local.take_own(&self.scope, &self.ended));
     }
 }
 
@@ -259,36 +260,33 @@ mod tests {
 
     #[tokio::test]
     async fn a_duplicate_is_known_until_the_execution_ends() {
-        let running = Arc::new(Running::default());
+        let local = Arc::new(Local::default());
         let original = request("{\"a\":1}");
-        assert!(running.duplicate(&original).is_none());
-        let executing = running.enter(&original, (Instant::now(), LEASE));
-        let mut waiting = running.duplicate(&original.clone()).unwrap();
+        assert!(local.duplicate(&original).is_none());
+        let executing = local.enter(&original, (Instant::now(), LEASE));
+        let mut waiting = local.duplicate(&original.clone()).unwrap();
 
         let mut other_body = request("{\"a\":2}");
         other_body.scope = original.scope.clone();
+        assert!(local.duplicate(&other_body).is_none(), "the store decides");
         assert!(
-            running.duplicate(&other_body).is_none(),
-            "the store decides"
-        );
-        assert!(
-            running.duplicate(&request("{\"a\":1}")).is_none(),
+            local.duplicate(&request("{\"a\":1}")).is_none(),
             "another scope"
         );
 
         drop(executing);
         assert!(waiting.changed().await.is_err(), "woken when it ends");
-        assert!(running.duplicate(&original).is_none());
+        assert!(local.duplicate(&original).is_none());
     }
 
     #[tokio::test]
     async fn settling_sends_duplicates_to_the_store_and_wakes_waiters_at_the_end() {
-        let running = Arc::new(Running::default());
+        let local = Arc::new(Local::default());
         let req = request("{}");
-        let mut executing = running.enter(&req, (Instant::now(), LEASE));
-        let mut waiting = running.duplicate(&req).unwrap();
+        let mut executing = local.enter(&req, (Instant::now(), LEASE));
+        let mut waiting = local.duplicate(&req).unwrap();
         executing.settling();
-        assert!(running.duplicate(&req).is_none(), "asks the store");
+        assert!(local.duplicate(&req).is_none(), "asks the store");
         assert!(waiting.has_changed().is_ok(), "still waiting");
         drop(executing);
         assert!(waiting.changed().await.is_err());
@@ -296,14 +294,14 @@ mod tests {
 
     #[test]
     fn an_older_execution_leaves_a_newer_one_registered() {
-        let running = Arc::new(Running::default());
+        let local = Arc::new(Local::default());
         let req = request("{}");
-        let older = running.enter(&req, (Instant::now(), LEASE));
-        let newer = running.enter(&req, (Instant::now(), LEASE));
+        let older = local.enter(&req, (Instant::now(), LEASE));
+        let newer = local.enter(&req, (Instant::now(), LEASE));
         drop(older);
-        assert!(running.duplicate(&req).is_some());
+        assert!(local.duplicate(&req).is_some());
         drop(newer);
-        assert!(running.duplicate(&req).is_none());
+        assert!(local.duplicate(&req).is_none());
     }
 }
 
@@ -318,14 +316,14 @@ mod lease_tests {
     /// it back.
     #[tokio::test(start_paused = true)]
     async fn a_lease_not_renewed_in_time_is_left_to_the_store() {
-        let running = Arc::new(Running::default());
+        let local = Arc::new(Local::default());
         let req = request("{}");
-        let executing = running.enter(&req, (Instant::now(), Duration::from_secs(3)));
+        let executing = local.enter(&req, (Instant::now(), Duration::from_secs(3)));
         tokio::time::advance(Duration::from_secs(2)).await;
-        assert!(running.duplicate(&req).is_some());
+        assert!(local.duplicate(&req).is_some());
         tokio::time::advance(Duration::from_secs(1)).await;
-        assert!(running.duplicate(&req).is_none(), "the lease ran out here");
+        assert!(local.duplicate(&req).is_none(), "the lease ran out here");
         executing.lease().renewed(Instant::now());
-        assert!(running.duplicate(&req).is_some());
+        assert!(local.duplicate(&req).is_some());
     }
 }

@@ -1,12 +1,10 @@
 //! [`IdempotencyLayer`]: applies [`Idempotency`] to a service.
 
-use std::sync::Arc;
-
 use tower::Layer;
 
-use crate::running::Running;
-use crate::transactions::MaybeTransactions;
-use crate::{Config, Executions, Idempotency};
+use super::Idempotency;
+use super::service::Shared;
+use crate::{Config, Executions};
 
 /// Layer that applies the [`Idempotency`] middleware, in lease mode, with one store and
 /// [`Config`].
@@ -15,14 +13,8 @@ use crate::{Config, Executions, Idempotency};
 /// inside any compression layer (so stored bodies are uncompressed).
 #[derive(Clone, Debug)]
 pub struct IdempotencyLayer<St> {
-    pub(crate) store: St,
-    config: Arc<Config>,
-    executions: Executions,
-    /// What the services of this layer are executing, shared by all of them.
-    running: Arc<Running>,
-    /// Whether handlers are offered a transaction that completes the record
-    /// (`transactional`, feature `sqlx`).
-    pub(crate) transactions: MaybeTransactions,
+    /// What its services share, and their requests.
+    pub(crate) shared: Shared<St>,
 }
 
 impl<St> IdempotencyLayer<St> {
@@ -34,29 +26,25 @@ impl<St> IdempotencyLayer<St> {
     /// A layer over `store` with `config`.
     pub fn with_config(store: St, config: Config) -> Self {
         Self {
-            store,
-            config: Arc::new(config),
-            executions: Executions::new(),
-            running: Arc::default(),
-            transactions: MaybeTransactions::default(),
+            shared: Shared::new(store, config),
         }
     }
 
     /// The same layer, counting its executions in `executions` (shared with other layers).
     #[must_use]
     pub fn with_executions(mut self, executions: Executions) -> Self {
-        self.executions = executions;
+        self.shared.executions = executions;
         self
     }
 
     /// The executions this layer runs in tasks of their own: wait for them at shutdown.
     pub fn executions(&self) -> &Executions {
-        &self.executions
+        &self.shared.executions
     }
 
     /// The layer's settings.
     pub fn config(&self) -> &Config {
-        &self.config
+        &self.shared.config
     }
 }
 
@@ -64,12 +52,6 @@ impl<S, St: Clone> Layer<S> for IdempotencyLayer<St> {
     type Service = Idempotency<S, St>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        Idempotency::from_shared(
-            inner,
-            self.store.clone(),
-            self.config.clone(),
-            (self.executions.clone(), self.running.clone()),
-        )
-        .with_transactions(self.transactions.clone())
+        Idempotency::from_shared(inner, self.shared.clone())
     }
 }

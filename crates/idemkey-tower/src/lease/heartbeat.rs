@@ -9,8 +9,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use super::local::LeaseMark;
 use crate::observe::timed;
-use crate::running::LeaseMark;
 
 /// A background task that extends the lease every interval until stopped.
 pub(crate) struct Heartbeat {

@@ -1,34 +1,20 @@
-//! Running the handler under a claim, then storing or releasing (behaviour §6, §8a, §10).
+//! Settling a claim once its handler is done: the record completed, released or discarded,
+//! in the store or in the handler's transaction (behaviour §6, §8a, §10).
 
-use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
-use bytes::Bytes;
-use futures_util::FutureExt;
-use http::{Request, Response};
-use http_body::Body as HttpBody;
-use idemkey_core::{
-    BoxError, Claim, DerivedKeys, Error, Problem, ProblemKind, RecordState, Store, StoredResponse,
-    Verdict, retry_after,
-};
-use tower::Service;
+use idemkey_core::{Claim, Error, Problem, ProblemKind, RecordState, Store, StoredResponse};
 
-use crate::flow::store_failure;
-use crate::heartbeat::Heartbeat;
+use super::transactions::Offered;
+use crate::answer::{lease_lost, store_failure};
 use crate::observe::{outcome, timed};
-use crate::policy::judge;
-use crate::running::Executing;
-use crate::transactions::{MaybeTransactions, Offered};
-use crate::{Config, problem_response, split_response};
 
 /// How many times completing a record is tried before giving up (§10).
 const COMPLETE_ATTEMPTS: u32 = 4;
 const COMPLETE_BACKOFF: Duration = Duration::from_millis(50);
 
 /// What becomes of the claim once the handler is done.
-enum Settle {
+pub(crate) enum Settle {
     Store(StoredResponse),
     Release,
     /// The handler did nothing: discard the record so the key can carry a corrected request.
@@ -37,71 +23,8 @@ enum Settle {
     Discard,
 }
 
-/// Runs `inner` on `request` under `claim`, with derived keys from `secret`, then stores or
-/// releases by the status policy: in the handler's transaction if `transactions` offered
-/// one and the handler began it, else in the store.
-///
-/// Must run in a task of its own: once the handler has begun, it finishes even if the client
-/// goes away (§6).
-pub(crate) async fn execute<S, St, ResBody>(
-    mut inner: S,
-    mut request: Request<Body>,
-    (claim, secret, mut executing): (Claim, Arc<[u8]>, Executing),
-    (store, transactions): (St, &MaybeTransactions),
-    config: Arc<Config>,
-) -> Result<Response<Body>, S::Error>
-where
-    S: Service<Request<Body>, Response = Response<ResBody>>,
-    St: Store,
-    ResBody: HttpBody<Data = Bytes> + Send + 'static,
-    ResBody::Error: Into<BoxError>,
-{
-    let extensions = request.extensions_mut();
-    extensions.insert(DerivedKeys::new(secret, claim.record_id));
-    extensions.insert(claim.clone());
-    let offered = transactions.offer(extensions);
-    let granted = claim.clone();
-    let heartbeat = Heartbeat::start(
-        store.clone(),
-        claim,
-        config.heartbeat_every(),
-        executing.lease(),
-    );
-    let settings = config.clone();
-    // Reading the response body is inside too: a panicking body stream must release as well.
-    let ran = AssertUnwindSafe(async move {
-        let response = inner.call(request).await?;
-        Ok(settle_response(response, &settings).await)
-    })
-    .catch_unwind()
-    .await;
-    let (result, settle) = match ran {
-        Ok(Ok((response, settle))) => (Ok(response), settle),
-        Ok(Err(err)) => (Err(err), Settle::Release),
-        Err(_) => {
-            tracing::error!("the handler panicked; releasing the claim");
-            (Ok(problem_response(&handler_failed())), Settle::Release)
-        }
-    };
-    // Stopped before the handler's transaction commits: on SQLite a renewal waits for the
-    // writer that transaction holds, so it is awaited only after.
-    let stopping = heartbeat.stop();
-    executing.settling();
-    if let Some(offered) = offered {
-        let replaced = settle_in_tx(offered, (&store, &granted), settle, config.lease).await;
-        stopping.await;
-        return match replaced {
-            Some(problem) => Ok(problem_response(&problem)),
-            None => result,
-        };
-    }
-    let claim = stopping.await;
-    settle_in_store(&store, &claim, settle).await;
-    result
-}
-
 /// Stores, releases or discards in the store's own transactions.
-async fn settle_in_store<St: Store>(store: &St, claim: &Claim, settle: Settle) {
+pub(crate) async fn settle_in_store<St: Store>(store: &St, claim: &Claim, settle: Settle) {
     match settle {
         Settle::Store(stored) => complete(store, claim, &stored).await,
         Settle::Release => release(store, claim, false).await,
@@ -118,7 +41,7 @@ async fn settle_in_store<St: Store>(store: &St, claim: &Claim, settle: Settle) {
 /// Settles an execution whose handler was offered a transaction: a stored response is the
 /// transaction's last statement, anything else rolls it back before the store releases.
 /// `Some` problem replaces the handler's answer when what it wrote did not commit.
-async fn settle_in_tx<St: Store>(
+pub(crate) async fn settle_in_tx<St: Store>(
     offered: Box<dyn Offered>,
     (store, claim): (&St, &Claim),
     settle: Settle,
@@ -137,10 +60,7 @@ async fn settle_in_tx<St: Store>(
         Some(Err(Error::Fenced)) => {
             tracing::error!("lease lost before completion: what the handler wrote rolled back");
             outcome("lease_lost");
-            let problem = Problem::new(ProblemKind::RequestInFlight)
-                .detail("another execution holds this request now; retry with the same key")
-                .retry_after(retry_after(lease));
-            return Some(problem);
+            return Some(lease_lost(lease));
         }
         Some(Err(error)) => return Some(not_committed(store, claim, &error).await),
     }
@@ -160,35 +80,6 @@ async fn not_committed<St: Store>(store: &St, claim: &Claim, error: &Error) -> P
     tracing::error!(%error, "the handler's transaction did not commit; releasing the claim");
     release(store, claim, false).await;
     store_failure(error, "what the handler wrote was rolled back")
-}
-
-/// The problem answered when the handler panicked or its body could not be read.
-fn handler_failed() -> Problem {
-    Problem::custom("handler-failed", "The request handler failed", 500)
-        .detail("the request was not completed; it is safe to retry with the same key")
-}
-
-async fn settle_response<B>(response: Response<B>, config: &Config) -> (Response<Body>, Settle)
-where
-    B: HttpBody<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
-{
-    let (verdict, response) = judge(config.status_policy.as_ref(), response);
-    let settle = match verdict {
-        Verdict::Store => None,
-        Verdict::Reject => Some(Settle::Discard),
-        _ => Some(Settle::Release),
-    };
-    if let Some(settle) = settle {
-        return (response.map(Body::new), settle);
-    }
-    match split_response(response, config.storage_limit, &config.per_request_headers).await {
-        Ok((first, stored)) => (first, Settle::Store(stored)),
-        Err(err) => {
-            tracing::error!(error = %err, "could not read the handler's response body");
-            (problem_response(&handler_failed()), Settle::Release)
-        }
-    }
 }
 
 /// Completes the record, retrying within the lease; on failure the record stays in flight

@@ -7,13 +7,12 @@ use futures_util::future::BoxFuture;
 use idemkey_core::{Claim, Error, StoredResponse};
 use idemkey_sqlx::{Backend, SqlxStore};
 
-use super::TxSlot;
-use super::tx::{Returned, end};
-use crate::transactions::{MaybeTransactions, Offered, Transactions};
-use crate::{Idempotency, IdempotencyLayer};
+use super::transactions::{MaybeTransactions, Offered, Transactions};
+use super::{Idempotency, IdempotencyLayer};
+use crate::atomic::{Returned, TxSlot, end};
 
 impl<DB: Backend> IdempotencyLayer<SqlxStore<DB>> {
-    /// The same layer, offering each handler a [`Tx`](super::Tx) on the store's database
+    /// The same layer, offering each handler a [`Tx`](crate::atomic::Tx) on the store's database
     /// whose last statement completes the record: what the handler writes on it commits
     /// with the stored response, or not at all (behaviour §8a).
     ///
@@ -29,19 +28,20 @@ impl<DB: Backend> IdempotencyLayer<SqlxStore<DB>> {
     /// writer until the handler answers: take it after slow external calls, not before.
     #[must_use]
     pub fn transactional(mut self) -> Self {
-        self.transactions = lease_transactions(&self.store);
+        self.shared.transactions = lease_transactions(&self.shared.store);
         self
     }
 }
 
 impl<S, DB: Backend> Idempotency<S, SqlxStore<DB>> {
-    /// The same service, offering each handler a [`Tx`](super::Tx) whose last statement
+    /// The same service, offering each handler a [`Tx`](crate::atomic::Tx) whose last statement
     /// completes the record: [`IdempotencyLayer::transactional`], for a service built with
     /// [`Idempotency::new`].
     #[must_use]
-    pub fn transactional(self) -> Self {
-        let transactions = lease_transactions(self.store());
-        self.with_transactions(transactions)
+    pub fn transactional(mut self) -> Self {
+        let shared = self.shared_mut();
+        shared.transactions = lease_transactions(&shared.store);
+        self
     }
 }
 

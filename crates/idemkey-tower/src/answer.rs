@@ -1,0 +1,126 @@
+//! The one place outcomes become responses, in both modes: replays, the problems of a
+//! decided record, of a failed store and of a failed handler (behaviour §10).
+
+use std::time::Duration;
+
+use crate::Body;
+use http::Response;
+use idemkey_core::{Answer, Begin, Claim, Error, Problem, ProblemKind, retry_after};
+
+use crate::observe::outcome;
+use crate::{Config, problem_response, replay_response};
+
+/// `Retry-After` of `store-unavailable`.
+const STORE_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// The response to a request that `begun` answers without executing: a replay,
+/// `key-reused` or `request-in-flight`; a granted claim is given back.
+// The claim is handed back once, to the caller that executes it, never propagated.
+#[allow(clippy::result_large_err)]
+pub(crate) fn answered(
+    begun: Begin,
+    request: &http::HeaderMap,
+    config: &Config,
+) -> Result<Response<Body>, Claim> {
+    let decided = match begun {
+        Begin::Execute(claim) => return Err(claim),
+        Begin::Replay(stored) => Answer::Replay(stored),
+        Begin::Mismatch => Answer::Mismatch,
+        Begin::InFlight { retry_after } => Answer::InFlight { retry_after },
+    };
+    Ok(answer(decided, request, config))
+}
+
+/// The response to a request its record answers without executing, in either mode: the
+/// stored response replayed for these request headers, `key-reused` or `request-in-flight`.
+pub(crate) fn answer(
+    decided: Answer,
+    request: &http::HeaderMap,
+    config: &Config,
+) -> Response<Body> {
+    let problem = match decided {
+        Answer::Replay(stored) => {
+            outcome("replayed");
+            return replay_response(&stored, request);
+        }
+        Answer::Mismatch => {
+            outcome("key_reused");
+            Problem::new(ProblemKind::KeyReused)
+                .status(config.mismatch_status.as_u16())
+                .detail("this key was already used for a different request")
+        }
+        Answer::InFlight { retry_after } => {
+            outcome("in_flight");
+            Problem::new(ProblemKind::RequestInFlight).retry_after(retry_after)
+        }
+    };
+    problem_response(&problem)
+}
+
+/// The answer of a lease-mode task of its own: a panic is `handler-failed`.
+pub(crate) fn joined<E>(
+    task: Result<Result<Response<Body>, E>, tokio::task::JoinError>,
+) -> Result<Response<Body>, E> {
+    task.unwrap_or_else(|err| {
+        tracing::error!(error = %err, "the idempotency task failed");
+        Ok(problem_response(&handler_failed()))
+    })
+}
+
+/// The problem answered, in both modes, when the handler panicked, failed or its body could
+/// not be read: nothing was stored, so a retry with the same key is safe (behaviour §10).
+pub(crate) fn handler_failed() -> Problem {
+    Problem::custom("handler-failed", "The request handler failed", 500)
+        .detail("the request was not completed; it is safe to retry with the same key")
+}
+
+/// The problem of a handler whose transaction rolled back because its lease was lost
+/// meanwhile: a newer execution holds the request, whose answer will be stored.
+pub(crate) fn lease_lost(lease: Duration) -> Problem {
+    Problem::new(ProblemKind::RequestInFlight)
+        .detail("another execution holds this request now; retry with the same key")
+        .retry_after(retry_after(lease))
+}
+
+/// A store failure: the request was not executed, unless the outcome is unknown. Only what
+/// may pass is `store-unavailable` (503, retry); a permanent failure (a denied permission, a
+/// missing table, a corrupt record) is 500 `store-failed`, so clients do not retry forever.
+pub(crate) fn store_error(err: &Error) -> Response<Body> {
+    match err {
+        Error::OutcomeUnknown(_) => {
+            tracing::error!(error = %err, "the outcome of a store write is unknown");
+            outcome("outcome_unknown");
+            return problem_response(&Problem::new(ProblemKind::OutcomeUnknown));
+        }
+        Error::Unavailable(_) | Error::Contention => {
+            tracing::warn!(error = %err, "idempotency store unavailable; the request was not executed");
+        }
+        Error::ActorCap { cap, retry_after } => {
+            tracing::info!(%cap, "actor cap reached; the request was not executed");
+            outcome("actor_cap");
+            let problem = Problem::new(ProblemKind::ActorCapReached)
+                .detail(format!(
+                    "the actor reached its cap on {cap}; the request was not executed"
+                ))
+                .retry_after(*retry_after);
+            return problem_response(&problem);
+        }
+        _ => {
+            tracing::error!(error = %err, "idempotency store failed; the request was not executed");
+        }
+    }
+    outcome("store_error");
+    problem_response(&store_failure(err, "the request was not executed"))
+}
+
+/// The problem of a store failure, `what` having happened to the request: what may pass
+/// (unavailable, contention) is `store-unavailable` (503, retry with the same key); the
+/// rest is `store-failed` (500), so clients do not retry forever.
+pub(crate) fn store_failure(err: &Error, what: &str) -> Problem {
+    match err {
+        Error::Unavailable(_) | Error::Contention => Problem::new(ProblemKind::StoreUnavailable)
+            .detail(format!("{what}; retry with the same key"))
+            .retry_after(STORE_RETRY_AFTER),
+        _ => Problem::custom("store-failed", "The idempotency store failed", 500).detail(what),
+    }
+}

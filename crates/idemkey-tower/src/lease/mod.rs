@@ -1,0 +1,28 @@
+//! Lease mode, for any store and any service: the claim commits on its own with a lease, the
+//! handler runs under it, and the response completes the record afterwards (behaviour §5-§8a).
+//!
+//! [`IdempotencyLayer`] applies [`Idempotency`] to a service; its future is the crate's
+//! [`ResponseFuture`](crate::ResponseFuture), shared with atomic mode. A keyed request,
+//! prepared as in both modes, takes these steps, one file each, and is answered as in both:
+//!
+//! - `begin`: this process's turn at the scope, the lookup in the request's own task, then,
+//!   in a task of its own, the claim (and the wait for an original in flight); `local` keeps
+//!   the turns and the executions of this process, which answer their duplicates;
+//! - `execute`: the handler under the claim, its lease renewed by `heartbeat`;
+//! - `settle`: the record completed, released or discarded, in the store or, with
+//!   [`IdempotencyLayer::transactional`] (feature `sqlx`), in the handler's transaction
+//!   (`transactions`, `transactional`).
+
+mod begin;
+mod execute;
+mod heartbeat;
+mod layer;
+mod local;
+mod service;
+mod settle;
+#[cfg(feature = "sqlx")]
+mod transactional;
+mod transactions;
+
+pub use layer::IdempotencyLayer;
+pub use service::Idempotency;

@@ -1,0 +1,258 @@
+//! [`Idempotency`]: the lease-mode middleware service, and the path of one request through
+//! the steps: prepare, begin (turn, lookup, claim), execute, settle, answer.
+
+use std::mem;
+use std::ops::ControlFlow;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use crate::Body;
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body::Body as HttpBody;
+use idemkey_core::{BoxError, Error, Store, Verdict};
+// tokio's clock: see `begin`.
+use tokio::time::Instant;
+use tower::Service;
+use tracing::{Instrument, Span, field};
+
+use super::begin::{Beginning, Lookup};
+use super::execute::{Claimed, execute};
+use super::local::Local;
+use super::transactions::MaybeTransactions;
+use crate::answer::{answered, joined, store_error};
+use crate::observe::outcome;
+use crate::policy::judge;
+use crate::{Config, Executions, Preparation, Prepared, ResponseFuture, prepare, problem_response};
+
+/// Middleware that makes requests carrying an `Idempotency-Key` idempotent, in lease mode.
+///
+/// A request with a valid key is fingerprinted and claimed in the store; a retry of a
+/// completed request gets the stored response, a different request under the same key gets
+/// `key-reused`, and a duplicate of a running one gets `request-in-flight`. The claiming
+/// request runs the inner service in a task of its own, so it finishes (and its response is
+/// stored or the claim released) even if the caller stops waiting. Store failures become
+/// problem responses, never errors: the service's error is the inner service's.
+#[derive(Clone, Debug)]
+pub struct Idempotency<S, St> {
+    inner: S,
+    shared: Shared<St>,
+}
+
+/// What every request of a layer shares: its store and settings, the executions it runs in
+/// tasks of their own, what this process is doing for it, and the transactions it offers.
+#[derive(Clone, Debug)]
+pub(crate) struct Shared<St> {
+    pub(crate) store: St,
+    pub(crate) config: Arc<Config>,
+    pub(crate) executions: Executions,
+    pub(crate) local: Arc<Local>,
+    pub(crate) transactions: MaybeTransactions,
+}
+
+impl<St> Shared<St> {
+    /// What a new layer over `store` shares.
+    pub(crate) fn new(store: St, config: Config) -> Self {
+        Self {
+            store,
+            config: Arc::new(config),
+            executions: Executions::new(),
+            local: Arc::default(),
+            transactions: MaybeTransactions::default(),
+        }
+    }
+}
+
+impl<S, St> Idempotency<S, St> {
+    /// Wraps `inner`, keeping records in `store`.
+    pub fn new(inner: S, store: St, config: Config) -> Self {
+        Self::from_shared(inner, Shared::new(store, config))
+    }
+
+    /// A service of a layer, sharing what the layer's services share.
+    pub(crate) fn from_shared(inner: S, shared: Shared<St>) -> Self {
+        Self { inner, shared }
+    }
+
+    /// What its requests share.
+    #[cfg(feature = "sqlx")]
+    pub(crate) fn shared_mut(&mut self) -> &mut Shared<St> {
+        &mut self.shared
+    }
+}
+
+impl<S, St, ReqBody, ResBody> Service<Request<ReqBody>> for Idempotency<S, St>
+where
+    S: Service<Request<Body>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    St: Store,
+    ReqBody: HttpBody<Data = Bytes> + Send + 'static,
+    ReqBody::Error: Into<BoxError>,
+    ResBody: HttpBody<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    type Response = Response<Body>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        // The readied service handles this request; the clone waits for the next poll_ready.
+        let clone = self.inner.clone();
+        let inner = mem::replace(&mut self.inner, clone);
+        // Requests without a key pass through: they pay for no span.
+        let config = &self.shared.config;
+        let keyed = request.headers().contains_key(&config.key_header);
+        let span = if keyed && config.honours(request.method()) {
+            tracing::info_span!(
+                "idempotency",
+                operation = field::Empty,
+                key = field::Empty,
+                outcome = field::Empty,
+            )
+        } else {
+            Span::none()
+        };
+        let shared = self.shared.clone();
+        let handled = handle(inner, shared, request);
+        ResponseFuture::new(handled.instrument(span))
+    }
+}
+
+/// One request, from its preparation to its answer.
+async fn handle<S, St, ReqBody, ResBody>(
+    mut inner: S,
+    shared: Shared<St>,
+    request: Request<ReqBody>,
+) -> Result<Response<Body>, S::Error>
+where
+    S: Service<Request<Body>, Response = Response<ResBody>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    St: Store,
+    ReqBody: HttpBody<Data = Bytes> + Send + 'static,
+    ReqBody::Error: Into<BoxError>,
+    ResBody: HttpBody<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    let prepared = match prepare(request, &shared.config).await {
+        Preparation::Ready(prepared) => *prepared,
+        Preparation::Unrecorded(request) if shared.transactions.0.is_some() => {
+            let (transactions, config) = (shared.transactions, shared.config);
+            let unrecorded = unrecorded(inner, request.map(Body::new), transactions, config);
+            return joined(shared.executions.spawn(unrecorded.in_current_span()).await);
+        }
+        Preparation::PassThrough(request) | Preparation::Unrecorded(request) => {
+            let response = inner.call(request.map(Body::new)).await?;
+            return Ok(response.map(Body::new));
+        }
+        Preparation::Rejected(rejection) => {
+            outcome(rejection.outcome);
+            return Ok(problem_response(&rejection.problem));
+        }
+    };
+    let span = Span::current();
+    span.record("operation", field::display(&prepared.claim.operation));
+    span.record("key", prepared.claim.scope.key.short_hash());
+    let beginning = Beginning::new(&shared, &prepared);
+    let lookup = match beginning.lookup().await {
+        Ok(ControlFlow::Continue(lookup)) => lookup,
+        Ok(ControlFlow::Break(answer)) => return Ok(answer),
+        Err(err) => return Ok(store_error(&err)),
+    };
+    // From the claim on, the work belongs to a task of its own: a dropped response future
+    // (client gone, timeout layer) must not abandon a claim or a handler half-way (§6).
+    let executions = shared.executions.clone();
+    let claimed = claim_and_execute(inner, prepared, lookup, shared);
+    joined(executions.spawn(claimed.in_current_span()).await)
+}
+
+/// In the request's task of its own: claims (see [`Beginning::claim`]), then executes under
+/// the claim if it was granted; answers otherwise.
+async fn claim_and_execute<S, St, ResBody>(
+    inner: S,
+    prepared: Prepared,
+    lookup: Lookup,
+    shared: Shared<St>,
+) -> Result<Response<Body>, S::Error>
+where
+    S: Service<Request<Body>, Response = Response<ResBody>>,
+    St: Store,
+    ResBody: HttpBody<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    // Before the claim: a claim must never be made without the keys its handler needs.
+    let secret = match secret(&shared.store, &shared.config).await {
+        Ok(secret) => secret,
+        Err(err) => return Ok(store_error(&err)),
+    };
+    let (begun, turn) = match Beginning::new(&shared, &prepared).claim(lookup).await {
+        Ok(begun) => begun,
+        Err(err) => return Ok(store_error(&err)),
+    };
+    let claim = match answered(begun, &prepared.parts.headers, &shared.config) {
+        Ok(response) => return Ok(response),
+        Err(claim) => claim,
+    };
+    if claim.taken_over {
+        tracing::warn!("took over an expired lease: executing again");
+    }
+    // The store stamps `acquired` before it sends the claim, so the lease it granted ends
+    // after `acquired + lease` (std's clock: under a paused tokio clock the mark then runs
+    // out early, which only sends duplicates to the store).
+    let asked = Instant::from_std(claim.acquired);
+    let execution = shared.local.enter(&prepared.claim, (asked, claim.lease));
+    // Registered: duplicates that waited for this claim now find the execution.
+    drop(turn);
+    let claimed = Claimed {
+        claim,
+        secret,
+        execution,
+    };
+    execute(inner, prepared.into_request(), claimed, shared).await
+}
+
+/// The secret behind derived keys: the configured one, else the store's (which the store
+/// caches, so this is a read of memory after the first request: not worth a latency sample).
+async fn secret<St: Store>(store: &St, config: &Config) -> Result<Arc<[u8]>, Error> {
+    match &config.secret {
+        Some(secret) => Ok(secret.clone()),
+        None => store.secret().await,
+    }
+}
+
+/// A request without a key on a transactional route: the handler's transaction, if it
+/// began one, commits when the policy would have stored its answer, and rolls back
+/// otherwise. Only a failed commit replaces the handler's answer.
+async fn unrecorded<S, ResBody>(
+    mut inner: S,
+    mut request: Request<Body>,
+    transactions: MaybeTransactions,
+    config: Arc<Config>,
+) -> Result<Response<Body>, S::Error>
+where
+    S: Service<Request<Body>, Response = Response<ResBody>>,
+    ResBody: HttpBody<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    let offered = transactions.offer(request.extensions_mut());
+    let answered = inner.call(request).await;
+    let (keep, answered) = match answered {
+        Ok(response) => {
+            let (verdict, response) = judge(config.status_policy.as_ref(), response);
+            (verdict == Verdict::Store, Ok(response.map(Body::new)))
+        }
+        Err(err) => (false, Err(err)),
+    };
+    let Some(offered) = offered else {
+        return answered;
+    };
+    match offered.finish(keep).await {
+        Ok(()) => answered,
+        Err(err) => Ok(store_error(&err)),
+    }
+}
