@@ -67,7 +67,7 @@ pub use memory::{Clock, ManualClock, MemoryStore, SystemClock};
 pub use policy::{ExpiredLease, REJECTION_STATUSES, StatusPolicy, Verdict};
 pub use problem::{Problem, ProblemKind};
 pub use protocol::{
-    Answer, Begin, ClaimWrites, Decision, begin, claim, claim_by, decide, look,
+    Answer, Begin, ClaimWrites, Decision, begin, claim, claim_by, decide, lookup,
     previous_attempt_unknown, retry_after,
 };
 pub use record::{

@@ -82,15 +82,15 @@ pub async fn begin<S: Store>(
     request: &ClaimRequest,
     on_expired: ExpiredLease,
 ) -> Result<Begin> {
-    if let Some(answer) = look(store, request, on_expired).await? {
+    if let Some(answer) = lookup(store, request, on_expired).await? {
         return Ok(answer);
     }
     claim(store, request, on_expired).await
 }
 
-/// The first half of [`begin`]: the answer the scope's record gives without a write (a
+/// The first step of [`begin`]: the answer the scope's record gives without a write (a
 /// replay, a mismatch, in flight), if the store looks first and there is one.
-pub async fn look<S: Store>(
+pub async fn lookup<S: Store>(
     store: &S,
     request: &ClaimRequest,
     on_expired: ExpiredLease,
@@ -104,7 +104,7 @@ pub async fn look<S: Store>(
     Ok(None)
 }
 
-/// The second half of [`begin`]: claims the scope, or answers from the record that holds it.
+/// The second step of [`begin`]: claims the scope, or answers from the record that holds it.
 pub async fn claim<S: Store>(
     store: &S,
     request: &ClaimRequest,

@@ -64,8 +64,8 @@ mod statements;
 mod store;
 
 pub use atomic::{
-    AtomicBegin, AtomicClaim, AtomicError, AtomicHandler, AtomicOptions, AtomicResponse, HandlerFn,
-    HandlerResult, Looked, Outcome, Strategy, handler_fn,
+    AtomicBegin, AtomicClaim, AtomicError, AtomicHandler, AtomicLookup, AtomicOptions,
+    AtomicResponse, HandlerFn, HandlerResult, Outcome, Strategy, handler_fn,
 };
 pub use backend::{Backend, Folded};
 #[cfg(feature = "postgres")]

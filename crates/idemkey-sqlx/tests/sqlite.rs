@@ -423,41 +423,48 @@ async fn a_new_database_and_its_journal_files_are_private() {
     }
 }
 
-/// `look_up` decides what the record alone decides, and nothing else: a replay and a
+/// `lookup_atomic` decides what the record alone decides, and nothing else: a replay and a
 /// mismatch of a completed record, a request in flight; no record is `Absent`; a released
 /// record is `Undecided` (only a claim's write takes it again).
 #[tokio::test]
 async fn look_up_decides_only_what_the_record_decides() {
     use idemkey_core::testkit::request;
     use idemkey_core::{Answer, Begin, ExpiredLease, Store, StoredResponse, TryClaim, begin};
-    use idemkey_sqlx::Looked;
+    use idemkey_sqlx::AtomicLookup;
 
     let store = open(&fresh_path()).await;
     let look = |req| {
         let store = store.clone();
-        async move { store.look_up(&req, ExpiredLease::TakeOver).await.unwrap() }
+        async move {
+            store
+                .lookup_atomic(&req, ExpiredLease::TakeOver)
+                .await
+                .unwrap()
+        }
     };
     let req = request("{}");
-    assert!(matches!(look(req.clone()).await, Looked::Absent));
+    assert!(matches!(look(req.clone()).await, AtomicLookup::Absent));
     let TryClaim::Claimed(claim) = store.try_claim(&req).await.unwrap() else {
         panic!("a fresh scope is claimed");
     };
     assert!(matches!(
         look(req.clone()).await,
-        Looked::Answer(Answer::InFlight { .. })
+        AtomicLookup::Answer(Answer::InFlight { .. })
     ));
     store.release(&claim).await.unwrap();
-    assert!(matches!(look(req.clone()).await, Looked::Undecided));
+    assert!(matches!(look(req.clone()).await, AtomicLookup::Undecided));
     let Begin::Execute(claim) = begin(&store, &req, ExpiredLease::TakeOver).await.unwrap() else {
         panic!("a released scope is claimed again");
     };
     let stored = StoredResponse::new(201, "made");
     store.complete(&claim, &stored).await.unwrap();
-    assert!(matches!(look(req.clone()).await, Looked::Answer(Answer::Replay(s)) if s == stored));
+    assert!(
+        matches!(look(req.clone()).await, AtomicLookup::Answer(Answer::Replay(s)) if s == stored)
+    );
     let mut other = request("{\"other\":1}");
     other.scope = req.scope.clone();
     assert!(matches!(
         look(other).await,
-        Looked::Answer(Answer::Mismatch)
+        AtomicLookup::Answer(Answer::Mismatch)
     ));
 }

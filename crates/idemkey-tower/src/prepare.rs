@@ -1,4 +1,4 @@
-//! The front half shared by both modes: key, actor, limited body and fingerprint.
+//! The first step of both modes: key, actor, limited body and fingerprint.
 
 use crate::Body;
 #[cfg(feature = "axum")]

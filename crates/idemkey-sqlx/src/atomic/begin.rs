@@ -12,7 +12,7 @@ use sqlx::pool::PoolConnection;
 
 use super::claim::{AtomicBegin, AtomicClaim};
 use super::coalescing::{Leader, LocalTurn, Settled, Turn};
-use super::lookup::Looked;
+use super::lookup::AtomicLookup;
 use crate::failpoints::Point;
 use crate::{Backend, SqlxStore};
 
@@ -49,7 +49,10 @@ impl<DB: Backend> SqlxStore<DB> {
             }
         };
         self.hit(Point::BeforeLookup).await?;
-        if let Looked::Answer(answer) = self.look_up_on(&mut conn, request, on_expired).await? {
+        if let AtomicLookup::Answer(answer) = self
+            .lookup_atomic_on(&mut conn, request, on_expired)
+            .await?
+        {
             return Ok(answer.into());
         }
         // Kept for the claim where the backend begins it on this connection (PostgreSQL);

@@ -12,7 +12,7 @@ use sqlx::Transaction;
 use super::claim::{completed, rollback};
 use super::coalescing::{Leader, LocalTurn, Turn};
 use super::handler::{AtomicHandler, AtomicResponse};
-use super::lookup::Looked;
+use super::lookup::AtomicLookup;
 use super::options::AtomicOptions;
 use super::outcome::{AtomicError, Outcome, exhausted, retryable};
 use crate::failpoints::Point;
@@ -61,19 +61,19 @@ impl<DB: Backend> SqlxStore<DB> {
                 };
                 self.hit(Point::BeforeLookup).await?;
                 match self
-                    .look_up_on(&mut looked_up, request, options.on_expired)
+                    .lookup_atomic_on(&mut looked_up, request, options.on_expired)
                     .await?
                 {
-                    Looked::Answer(answer) => return Ok(answer.into()),
+                    AtomicLookup::Answer(answer) => return Ok(answer.into()),
                     // A released or abandoned record is claimed again under its id: that is
                     // claim-first's work, and a speculative run would only be rolled back.
-                    Looked::Undecided => {
+                    AtomicLookup::Undecided => {
                         drop(looked_up);
                         return self
                             .execute_claim_first(request, options, handler, None)
                             .await;
                     }
-                    Looked::Absent => {}
+                    AtomicLookup::Absent => {}
                 }
                 conn = DB::CLAIM_ON_LOOKUP_CONNECTION.then_some(looked_up);
             }

@@ -9,7 +9,7 @@ use crate::{Backend, SqlxStore};
 /// What the scope's record alone decides for a request, before any write.
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum Looked {
+pub enum AtomicLookup {
     /// The record decides: a replay, a mismatch, or a request in flight.
     Answer(Answer),
     /// No live record: the request executes. [`SqlxStore::execute`] may then skip its own
@@ -25,22 +25,22 @@ impl<DB: Backend> SqlxStore<DB> {
     /// Looks the request's scope up, the replay cache first, with no write and no
     /// transaction: the read [`SqlxStore::execute`] begins with when `AtomicOptions::lookup`
     /// is set.
-    pub async fn look_up(
+    pub async fn lookup_atomic(
         &self,
         request: &ClaimRequest,
         on_expired: ExpiredLease,
-    ) -> Result<Looked> {
+    ) -> Result<AtomicLookup> {
         if let Some(answer) = self.cached_answer(request, on_expired) {
-            return Ok(Looked::Answer(answer));
+            return Ok(AtomicLookup::Answer(answer));
         }
         // A duplicate of a request this process is claiming: the execution waits for that
         // one's answer, which makes this read redundant.
         if let Some(local) = &self.local
             && local.is_taken(&request.scope)
         {
-            return Ok(Looked::Undecided);
+            return Ok(AtomicLookup::Undecided);
         }
-        self.look_up_on(&mut *self.conn().await?, request, on_expired)
+        self.lookup_atomic_on(&mut *self.conn().await?, request, on_expired)
             .await
     }
 
@@ -55,19 +55,19 @@ impl<DB: Backend> SqlxStore<DB> {
         decide(request, &record, on_expired).into_answer().ok()
     }
 
-    /// [`Self::look_up`]'s database read and decision, on `conn`.
-    pub(crate) async fn look_up_on(
+    /// [`Self::lookup_atomic`]'s database read and decision, on `conn`.
+    pub(crate) async fn lookup_atomic_on(
         &self,
         conn: &mut DB::Connection,
         request: &ClaimRequest,
         on_expired: ExpiredLease,
-    ) -> Result<Looked> {
+    ) -> Result<AtomicLookup> {
         let Some(record) = self.lookup_on(conn, &request.scope).await? else {
-            return Ok(Looked::Absent);
+            return Ok(AtomicLookup::Absent);
         };
         Ok(match decide(request, &record, on_expired).into_answer() {
-            Ok(answer) => Looked::Answer(answer),
-            Err(_) => Looked::Undecided,
+            Ok(answer) => AtomicLookup::Answer(answer),
+            Err(_) => AtomicLookup::Undecided,
         })
     }
 }

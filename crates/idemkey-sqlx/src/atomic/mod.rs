@@ -21,7 +21,7 @@ use idemkey_core::ClaimRequest;
 
 pub use claim::{AtomicBegin, AtomicClaim};
 pub use handler::{AtomicHandler, AtomicResponse, HandlerFn, HandlerResult, handler_fn};
-pub use lookup::Looked;
+pub use lookup::AtomicLookup;
 pub use options::{AtomicOptions, Strategy};
 pub use outcome::{AtomicError, Outcome};
 

@@ -11,7 +11,9 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body::Body as HttpBody;
 use idemkey_core::{Answer, BoxError, Verdict};
-use idemkey_sqlx::{AtomicError, AtomicOptions, Backend, Looked, Outcome, SqlxStore, Strategy};
+use idemkey_sqlx::{
+    AtomicError, AtomicLookup, AtomicOptions, Backend, Outcome, SqlxStore, Strategy,
+};
 use tower::{Service, ServiceExt};
 use tracing::{Instrument, field};
 
@@ -190,11 +192,11 @@ async fn answered_by_lookup<DB: Backend>(
     }
     let started = Instant::now();
     let looked = store
-        .look_up(&prepared.claim, config.expired_lease)
+        .lookup_atomic(&prepared.claim, config.expired_lease)
         .instrument(span.clone())
         .await;
     match looked {
-        Ok(Looked::Answer(decided)) => {
+        Ok(AtomicLookup::Answer(decided)) => {
             store_latency("atomic", started.elapsed());
             let _entered = span.enter();
             Ok(answer_outcome(
@@ -204,7 +206,7 @@ async fn answered_by_lookup<DB: Backend>(
             ))
         }
         // Looked up already: the execution need not look again.
-        Ok(Looked::Absent) => {
+        Ok(AtomicLookup::Absent) => {
             plan.lookup = false;
             Err(plan)
         }

@@ -24,7 +24,7 @@ use std::time::Duration;
 use crate::Body;
 use http::Response;
 use idemkey_core::{
-    Begin, ClaimRequest, Decision, Error, Store, begin, claim, decide, look, retry_after,
+    Begin, ClaimRequest, Decision, Error, Store, begin, claim, decide, lookup, retry_after,
 };
 use tokio::sync::watch;
 // tokio's clock, not std's: the same outside tests, and virtual under a paused runtime (the
@@ -96,7 +96,7 @@ impl<'a, St: Store> Beginning<'a, St> {
             Some(Begin::InFlight { .. }) if self.config.wait_in_flight.is_some() => {
                 ControlFlow::Continue(Lookup::Unread)
             }
-            // `look` never claims, so there is no claim to give back.
+            // `lookup` never claims, so there is no claim to give back.
             Some(begun) => match answered(begun, &self.prepared.parts.headers, self.config) {
                 Ok(answer) => ControlFlow::Break(answer),
                 Err(_) => ControlFlow::Continue(Lookup::Unread),
@@ -216,7 +216,7 @@ impl<'a, St: Store> Beginning<'a, St> {
     /// The one read of the record before a claim: what it answers without a write, if the
     /// store looks first.
     async fn read(&self) -> Result<Option<Begin>, Error> {
-        let looked = look(self.store, self.request(), self.config.expired_lease);
+        let looked = lookup(self.store, self.request(), self.config.expired_lease);
         timed("lookup", looked).await
     }
 

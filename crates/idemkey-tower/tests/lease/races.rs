@@ -234,7 +234,7 @@ async fn duplicates_of_a_local_execution_are_answered_without_the_store() {
 /// the store anything. Each either waits for the first's claim (its turn, taken before its
 /// lookup) or, arriving once it was granted, finds the execution: 409 either way. Once it
 /// ends, a retry replays. (Which of the two each duplicate meets is not forced here; the
-/// unit tests of `look.rs` force the wait.)
+/// unit tests of `lease/begin.rs` force the wait.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn duplicates_of_a_request_claiming_neither_read_nor_claim() {
     const STORM: usize = 16;
