@@ -256,12 +256,11 @@ pub(crate) struct ConnectionArgs {
 
 impl ConnectionArgs {
     /// The bounds on clients' connections.
-    pub(crate) fn limits(&self) -> crate::listen::Limits {
-        crate::listen::Limits {
-            header_read_timeout: self.header_timeout,
-            body_timeout: self.body_timeout,
-            max_connections: usize::try_from(self.max_connections).unwrap_or(usize::MAX),
-        }
+    pub(crate) fn limits(&self) -> idemkey_server::Limits {
+        idemkey_server::Limits::default()
+            .header_read_timeout(self.header_timeout)
+            .body_timeout(self.body_timeout)
+            .max_connections(usize::try_from(self.max_connections).unwrap_or(usize::MAX))
     }
 }
 

@@ -4,8 +4,6 @@
 
 mod bench;
 mod cli;
-mod database;
-mod listen;
 mod maintenance;
 mod proxy;
 mod serve;

@@ -9,7 +9,7 @@ use idemkey_sqlx::{Backend, SqlxStore};
 use idemkey_tower::sweep_all;
 
 use crate::cli::{DatabaseArgs, ForgetArgs};
-use crate::database::{Database, RedisRecords, RedisSetup, open, open_redis};
+use idemkey_server::{Database, RedisRecords, RedisSetup, open_redis};
 
 /// Deletes every expired record, batch by batch.
 pub(crate) async fn sweep(args: DatabaseArgs) -> anyhow::Result<ExitCode> {
@@ -19,7 +19,7 @@ pub(crate) async fn sweep(args: DatabaseArgs) -> anyhow::Result<ExitCode> {
         println!("nothing to sweep: Redis deletes each record itself when it expires (key TTL)");
         return Ok(ExitCode::SUCCESS);
     }
-    let deleted = match open(&args.database_url, false).await? {
+    let deleted = match Database::open(&args.database_url, false).await? {
         Database::Sqlite(store) => sweep_all(&store).await,
         Database::Postgres(store) => sweep_all(&store).await,
     }
@@ -48,7 +48,7 @@ pub(crate) async fn forget(args: ForgetArgs) -> anyhow::Result<ExitCode> {
         let records = open_redis(url, maintenance_setup(&args.database)).await?;
         return forget_in(&records, &args, &key).await;
     }
-    match open(&args.database.database_url, false).await? {
+    match Database::open(&args.database.database_url, false).await? {
         Database::Sqlite(store) => forget_in(&store, &args, &key).await,
         Database::Postgres(store) => forget_in(&store, &args, &key).await,
     }

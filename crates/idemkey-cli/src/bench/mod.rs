@@ -296,7 +296,7 @@ fn serve_flags(args: &BenchArgs) -> Vec<String> {
 }
 
 fn setup(args: &BenchArgs, ctx: &Ctx, external: bool, run: &str) -> serde_json::Value {
-    let redact = |url: &String| crate::database::redact(url);
+    let redact = |url: &String| idemkey_server::redact(url);
     serde_json::json!({
         "run": run,
         "service": args.url.clone().unwrap_or_else(|| "started by the bench (idemkey serve --optional-key)".into()),

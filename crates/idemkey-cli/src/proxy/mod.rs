@@ -29,11 +29,11 @@ pub(crate) use args::ProxyArgs;
 use config::ProxyConfig;
 use forward::{Forward, Upstream};
 
-use crate::database::{Database, RedisSetup, is_redis, open, open_redis, redact};
+use idemkey_server::{Database, RedisSetup, is_redis, open_redis, redact};
 
 /// Starts the proxy and runs it until SIGINT or SIGTERM.
 pub(crate) async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
-    crate::serve::init_tracing();
+    idemkey_server::init_tracing();
     let file = match &args.config {
         Some(path) => ProxyConfig::load(path)?,
         None => ProxyConfig::default(),
@@ -63,7 +63,7 @@ pub(crate) async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         proxy.run(records).await?;
         return Ok(ExitCode::SUCCESS);
     }
-    match open(&proxy.args.database_url, true).await? {
+    match Database::open(&proxy.args.database_url, true).await? {
         Database::Sqlite(store) => proxy.run(store).await?,
         Database::Postgres(store) => proxy.run(store).await?,
     }
@@ -108,8 +108,8 @@ impl Proxy {
         self.announce(listener.local_addr()?, admin_listener.local_addr()?);
         let admin = admin(store.clone(), self.metrics.clone());
         let admin = tokio::spawn(async move {
-            let serving =
-                axum::serve(admin_listener, admin).with_graceful_shutdown(crate::serve::shutdown());
+            let serving = axum::serve(admin_listener, admin)
+                .with_graceful_shutdown(idemkey_server::shutdown());
             if let Err(error) = serving.await {
                 tracing::error!(%error, "admin listener failed");
             }
@@ -118,7 +118,7 @@ impl Proxy {
             (self.args.retention / 10).clamp(Duration::from_secs(1), Duration::from_secs(60));
         let sweeper = Sweeper::spawn(store, every);
         let limits = self.args.connections.limits();
-        crate::listen::serve(listener, app, limits, crate::serve::shutdown()).await;
+        idemkey_server::serve(listener, app, limits, idemkey_server::shutdown()).await;
         // Claimed requests whose clients left still run: let them store their answers.
         executions.wait().await;
         sweeper.stop().await;
