@@ -38,7 +38,7 @@ pub(crate) enum Command {
     /// Each workload alternates its two sides in short rounds on one server; prints tables
     /// and the ratios against their targets. Exit status: 0, or 1 if the storm found a key
     /// with other than exactly one note.
-    Bench(crate::bench::BenchArgs),
+    Bench(idemkey_bench::BenchArgs),
 }
 
 impl Cli {
@@ -72,7 +72,7 @@ impl Command {
             Self::Sweep(args) => crate::maintenance::sweep(args).await,
             Self::Forget(args) => crate::maintenance::forget(args).await,
             Self::Check(args) => Ok(idemkey_check::run(args).await.into()),
-            Self::Bench(args) => crate::bench::run(args).await,
+            Self::Bench(args) => idemkey_bench::run(args).await,
             Self::Proxy(args) => crate::proxy::run(args).await,
         }
     }

@@ -2,7 +2,6 @@
 //! keys in front of any HTTP API, `sweep` and `forget` maintain the records, `check` tests
 //! any API's idempotency keys from outside, `bench` measures what idempotency costs.
 
-mod bench;
 mod cli;
 mod maintenance;
 mod proxy;
