@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 // glibc's allocator consolidates its free lists whenever a request frees and allocates buffers
 // of a kilobyte or more, which every keyed request does (bodies, stored responses, Redis
-// replies): mimalloc's per-thread pages avoid it (BENCHMARKS.md, session 6).
+// replies): mimalloc's per-thread pages avoid it (BENCHMARKS.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

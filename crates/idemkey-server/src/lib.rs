@@ -5,8 +5,9 @@
 //!   timeout and a cap on open connections, then drains the open requests once its shutdown
 //!   future completes (usually [`shutdown`]: SIGINT or SIGTERM).
 //! - [`init_tracing`] sends logs to stderr, filtered by `RUST_LOG`.
-//! - [`Database::open`] and [`open_redis`] open the store a URL names; [`redact`] names such
-//!   a URL without its passwords.
+//! - [`Database::open`] and [`open_redis`] open the store a URL names; a [`Database`] is a
+//!   [`Store`](idemkey_core::Store) itself, whichever backend it holds. [`redact`] names
+//!   such a URL without its passwords.
 //!
 //! ```no_run
 //! use axum::Router;
@@ -23,6 +24,7 @@
 //! ```
 
 mod database;
+mod dispatch;
 mod error;
 mod listen;
 mod logs;

@@ -49,10 +49,8 @@ pub(crate) async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         start.run(records).await?;
         return Ok(ExitCode::SUCCESS);
     }
-    match Database::open(&start.args.database_url, true).await? {
-        Database::Sqlite(store) => start.run(store).await?,
-        Database::Postgres(store) => start.run(store).await?,
-    }
+    let store = Database::open(&start.args.database_url, true).await?;
+    start.run(store).await?;
     Ok(ExitCode::SUCCESS)
 }
 
