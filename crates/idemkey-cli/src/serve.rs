@@ -13,7 +13,7 @@ use metrics_exporter_prometheus::PrometheusBuilder;
 use tokio::net::TcpListener;
 
 use crate::cli::ServeArgs;
-use idemkey_server::{Database, RedisRecords, RedisSetup, open_redis, redact};
+use idemkey_server::{Database, REPLAY_CACHE_BYTES, RedisRecords, RedisSetup, open_redis, redact};
 
 /// Starts the service and runs it until SIGINT or SIGTERM.
 pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
@@ -88,9 +88,6 @@ fn refuse_shared_secrets(tokens: &[(String, String)]) -> anyhow::Result<()> {
     }
     Ok(())
 }
-
-/// The memory the replay cache may take, when enabled.
-const REPLAY_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 
 async fn serve<DB: NotesDb>(
     store: SqlxStore<DB>,

@@ -70,8 +70,8 @@ pub fn is_redis(url: &str) -> bool {
 /// How long a completion waits for [`RedisSetup::replicas`] or [`RedisSetup::fsync`].
 const DURABLE_WAIT: Duration = Duration::from_secs(1);
 
-/// The memory bound of the replay cache of Redis records.
-const REPLAY_CACHE_BYTES: u64 = 64 * 1024 * 1024;
+/// The memory a replay cache may take, whether of Redis records or of a database's: 64 MiB.
+pub const REPLAY_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// How the Redis records are used: what each completion waits for before it returns, and
 /// whether replays are cached. The default, for maintenance commands: neither.

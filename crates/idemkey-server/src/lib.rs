@@ -31,7 +31,9 @@ mod logs;
 mod redact;
 mod signals;
 
-pub use database::{Database, RedisRecords, RedisSetup, is_postgres, is_redis, open_redis};
+pub use database::{
+    Database, REPLAY_CACHE_BYTES, RedisRecords, RedisSetup, is_postgres, is_redis, open_redis,
+};
 pub use error::{Error, Result};
 pub use listen::{Limits, serve};
 pub use logs::init_tracing;
