@@ -38,7 +38,7 @@ pub(crate) enum Command {
     /// Each workload alternates its two sides in short rounds on one server; prints tables
     /// and the ratios against their targets. Exit status: 0, or 1 if the storm found a key
     /// with other than exactly one note.
-    Bench(crate::bench::BenchArgs),
+    Bench(idemkey_bench::BenchArgs),
 }
 
 impl Cli {
@@ -72,7 +72,7 @@ impl Command {
             Self::Sweep(args) => crate::maintenance::sweep(args).await,
             Self::Forget(args) => crate::maintenance::forget(args).await,
             Self::Check(args) => Ok(idemkey_check::run(args).await.into()),
-            Self::Bench(args) => crate::bench::run(args).await,
+            Self::Bench(args) => idemkey_bench::run(args).await,
             Self::Proxy(args) => crate::proxy::run(args).await,
         }
     }
@@ -256,12 +256,11 @@ pub(crate) struct ConnectionArgs {
 
 impl ConnectionArgs {
     /// The bounds on clients' connections.
-    pub(crate) fn limits(&self) -> crate::listen::Limits {
-        crate::listen::Limits {
-            header_read_timeout: self.header_timeout,
-            body_timeout: self.body_timeout,
-            max_connections: usize::try_from(self.max_connections).unwrap_or(usize::MAX),
-        }
+    pub(crate) fn limits(&self) -> idemkey_server::Limits {
+        idemkey_server::Limits::default()
+            .header_read_timeout(self.header_timeout)
+            .body_timeout(self.body_timeout)
+            .max_connections(usize::try_from(self.max_connections).unwrap_or(usize::MAX))
     }
 }
 

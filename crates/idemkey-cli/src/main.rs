@@ -2,10 +2,7 @@
 //! keys in front of any HTTP API, `sweep` and `forget` maintain the records, `check` tests
 //! any API's idempotency keys from outside, `bench` measures what idempotency costs.
 
-mod bench;
 mod cli;
-mod database;
-mod listen;
 mod maintenance;
 mod proxy;
 mod serve;
@@ -14,7 +11,7 @@ use std::process::ExitCode;
 
 // glibc's allocator consolidates its free lists whenever a request frees and allocates buffers
 // of a kilobyte or more, which every keyed request does (bodies, stored responses, Redis
-// replies): mimalloc's per-thread pages avoid it (BENCHMARKS.md, session 6).
+// replies): mimalloc's per-thread pages avoid it (BENCHMARKS.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

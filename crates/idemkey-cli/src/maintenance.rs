@@ -5,11 +5,10 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use idemkey_core::{Key, Operation, Scope, Store};
-use idemkey_sqlx::{Backend, SqlxStore};
 use idemkey_tower::sweep_all;
 
 use crate::cli::{DatabaseArgs, ForgetArgs};
-use crate::database::{Database, RedisRecords, RedisSetup, open, open_redis};
+use idemkey_server::{Database, RedisRecords, RedisSetup, open_redis};
 
 /// Deletes every expired record, batch by batch.
 pub(crate) async fn sweep(args: DatabaseArgs) -> anyhow::Result<ExitCode> {
@@ -19,11 +18,8 @@ pub(crate) async fn sweep(args: DatabaseArgs) -> anyhow::Result<ExitCode> {
         println!("nothing to sweep: Redis deletes each record itself when it expires (key TTL)");
         return Ok(ExitCode::SUCCESS);
     }
-    let deleted = match open(&args.database_url, false).await? {
-        Database::Sqlite(store) => sweep_all(&store).await,
-        Database::Postgres(store) => sweep_all(&store).await,
-    }
-    .context("sweep failed")?;
+    let store = Database::open(&args.database_url, false).await?;
+    let deleted = sweep_all(&store).await.context("sweep failed")?;
     println!("deleted {deleted} expired records");
     Ok(ExitCode::SUCCESS)
 }
@@ -48,10 +44,8 @@ pub(crate) async fn forget(args: ForgetArgs) -> anyhow::Result<ExitCode> {
         let records = open_redis(url, maintenance_setup(&args.database)).await?;
         return forget_in(&records, &args, &key).await;
     }
-    match open(&args.database.database_url, false).await? {
-        Database::Sqlite(store) => forget_in(&store, &args, &key).await,
-        Database::Postgres(store) => forget_in(&store, &args, &key).await,
-    }
+    let store = Database::open(&args.database.database_url, false).await?;
+    forget_in(&store, &args, &key).await
 }
 
 /// What `forget` needs of a store besides [`Store::forget`]: deleting a scope's record only
@@ -64,13 +58,13 @@ trait ForgetVersion: Store {
     ) -> impl Future<Output = idemkey_core::Result<bool>> + Send;
 }
 
-impl<DB: Backend> ForgetVersion for SqlxStore<DB> {
+impl ForgetVersion for Database {
     fn forget_version(
         &self,
         scope: &Scope,
         version: &str,
     ) -> impl Future<Output = idemkey_core::Result<bool>> + Send {
-        SqlxStore::forget_version(self, scope, version)
+        Database::forget_version(self, scope, version)
     }
 }
 

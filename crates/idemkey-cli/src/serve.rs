@@ -13,11 +13,11 @@ use metrics_exporter_prometheus::PrometheusBuilder;
 use tokio::net::TcpListener;
 
 use crate::cli::ServeArgs;
-use crate::database::{Database, RedisRecords, open, redact};
+use idemkey_server::{Database, REPLAY_CACHE_BYTES, RedisRecords, RedisSetup, open_redis, redact};
 
 /// Starts the service and runs it until SIGINT or SIGTERM.
 pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    init_tracing();
+    idemkey_server::init_tracing();
     if let Some(base) = &args.problem_base {
         idemkey_core::problem::set_type_base(base.clone())
             .map_err(|set| anyhow::anyhow!("the problem type base is already {set}"))?;
@@ -25,36 +25,21 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let config = config(&args)?;
     let records = match &args.database.records_url {
         Some(url) => {
-            let setup = crate::database::RedisSetup {
+            let setup = RedisSetup {
                 replicas: args.database.records_wait_replicas,
                 fsync: args.database.records_wait_fsync,
                 replay_cache: !args.no_replay_cache,
                 tls_ca: args.database.records_tls_ca.clone(),
             };
-            Some(crate::database::open_redis(url, setup).await?)
+            Some(open_redis(url, setup).await?)
         }
         None => None,
     };
-    match open(&args.database.database_url, true).await? {
+    match Database::open(&args.database.database_url, true).await? {
         Database::Sqlite(store) => serve(store, records, config, &args).await?,
         Database::Postgres(store) => serve(store, records, config, &args).await?,
     }
     Ok(ExitCode::SUCCESS)
-}
-
-pub(crate) fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // Colours only on a terminal, and not with NO_COLOR (no-color.org): a log file or a
-    // collector would get escape codes.
-    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr()) && !no_color;
-    // A second initialisation (tests running serve twice in one process) is harmless.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi)
-        .with_writer(std::io::stderr)
-        .try_init();
 }
 
 fn config(args: &ServeArgs) -> anyhow::Result<NotesConfig> {
@@ -104,9 +89,6 @@ fn refuse_shared_secrets(tokens: &[(String, String)]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The memory the replay cache may take, when enabled.
-const REPLAY_CACHE_BYTES: u64 = 64 * 1024 * 1024;
-
 async fn serve<DB: NotesDb>(
     store: SqlxStore<DB>,
     records: Option<RedisRecords>,
@@ -136,7 +118,13 @@ async fn serve<DB: NotesDb>(
             Some(Sweeper::spawn(store.clone(), every)),
         ),
     };
-    crate::listen::serve(listener, app, args.connections.limits(), shutdown()).await;
+    idemkey_server::serve(
+        listener,
+        app,
+        args.connections.limits(),
+        idemkey_server::shutdown(),
+    )
+    .await;
     // Handlers whose clients left still run in their own tasks: let them store or commit.
     executions.wait().await;
     if let Some(sweeper) = sweeper {
@@ -168,26 +156,4 @@ fn announce(config: &NotesConfig, args: &ServeArgs, addr: std::net::SocketAddr) 
         );
     }
     let _ = out.flush();
-}
-
-pub(crate) async fn shutdown() {
-    let interrupt = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = interrupt => {},
-        () = terminate => {},
-    }
-    tracing::info!("shutting down: finishing in-flight requests");
 }

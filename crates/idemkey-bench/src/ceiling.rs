@@ -123,7 +123,7 @@ pub(crate) async fn ceiling(
     url: &str,
     workers: &mut Vec<Worker>,
 ) -> anyhow::Result<(WorkloadReport, Vec<Ratio>)> {
-    if crate::database::is_postgres(url)? {
+    if idemkey_server::is_postgres(url)? {
         let connections = u32::try_from(ctx.concurrency).unwrap_or(u32::MAX);
         let options = PgStore::connect_options(url)?;
         let store = PgStore::from_pool(pool_options(connections).connect_with(options).await?);

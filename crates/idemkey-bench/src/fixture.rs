@@ -7,7 +7,7 @@ use anyhow::Context;
 use sqlx::Connection;
 use sqlx::postgres::PgConnection;
 
-use crate::database::{is_postgres, redact};
+use idemkey_server::{is_postgres, redact};
 
 /// The database a run uses, and how to clean it up.
 pub(crate) struct Fixture {

@@ -10,12 +10,11 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use bytes::BytesMut;
 use futures_util::StreamExt;
-use http::{HeaderName, HeaderValue, Request, Response, Uri};
+use http::{HeaderName, HeaderValue, Request, Response};
 use http_body_util::BodyExt;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -23,50 +22,8 @@ use hyper_util::rt::TokioExecutor;
 use idemkey_core::{DerivedKeys, Problem, Verdict};
 use idemkey_tower::{NotExecuted, problem_response};
 
-use super::headers::{add_forwarded, strip_hop_by_hop};
-
-/// The upstream's address: `http://HOST:PORT` and an optional base path.
-#[derive(Clone, Debug)]
-pub(crate) struct Upstream {
-    authority: http::uri::Authority,
-    base: String,
-}
-
-impl Upstream {
-    /// Parses `--upstream`; only `http://` (a proxy in front of a local or internal service).
-    pub(crate) fn parse(url: &str) -> anyhow::Result<Self> {
-        let uri: Uri = url
-            .parse()
-            .with_context(|| format!("invalid --upstream {url:?}"))?;
-        if uri.scheme_str() != Some("http") {
-            bail!("--upstream must be an http:// URL: {url:?}");
-        }
-        if uri.query().is_some() {
-            bail!("--upstream must not have a query: {url:?}");
-        }
-        let authority = uri
-            .authority()
-            .cloned()
-            .with_context(|| format!("--upstream has no host: {url:?}"))?;
-        let base = uri.path().trim_end_matches('/').to_owned();
-        Ok(Self { authority, base })
-    }
-
-    fn uri(&self, sent: &Uri) -> Result<Uri, http::Error> {
-        let path = sent.path_and_query().map_or("/", |p| p.as_str());
-        Uri::builder()
-            .scheme("http")
-            .authority(self.authority.clone())
-            .path_and_query(format!("{}{path}", self.base))
-            .build()
-    }
-}
-
-impl std::fmt::Display for Upstream {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "http://{}{}", self.authority, self.base)
-    }
-}
+use crate::headers::{add_forwarded, strip_hop_by_hop};
+use crate::upstream::Upstream;
 
 /// The service at the bottom of the proxy: sends the request upstream.
 #[derive(Clone)]
@@ -219,23 +176,5 @@ impl tower::Service<Request<Body>> for Forward {
     fn call(&mut self, request: Request<Body>) -> Self::Future {
         let this = self.clone();
         Box::pin(async move { Ok(this.forward(request).await) })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn upstream_urls_are_checked_and_joined() {
-        let upstream = Upstream::parse("http://127.0.0.1:9000/api/").unwrap();
-        let sent: Uri = "/v1/x?a=1".parse().unwrap();
-        assert_eq!(
-            upstream.uri(&sent).unwrap(),
-            "http://127.0.0.1:9000/api/v1/x?a=1"
-        );
-        for bad in ["https://x", "127.0.0.1:9000", "http://x/?q=1", "ftp://x"] {
-            assert!(Upstream::parse(bad).is_err(), "{bad}");
-        }
     }
 }

@@ -58,7 +58,7 @@ impl Workload {
 
 /// Arguments of `idemkey bench`.
 #[derive(Debug, Args)]
-pub(crate) struct BenchArgs {
+pub struct BenchArgs {
     /// Workloads to run (default: create replay storm mixed).
     #[arg(value_enum, value_name = "WORKLOAD")]
     pub(crate) workloads: Vec<Workload>,

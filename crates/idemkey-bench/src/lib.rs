@@ -1,4 +1,6 @@
-//! `idemkey bench`: what idempotency costs against the business write it protects.
+//! `idemkey bench`: what idempotency costs against the business write it protects. The
+//! binary parses [`BenchArgs`] and calls [`run`]; the service it measures is this
+//! executable's `serve`, started as a child process, or any service given with `--url`.
 //!
 //! Every workload compares two things measured against one server in one run, alternating
 //! the two sides in short rounds so that drift hits both: create with a key against create
@@ -38,7 +40,7 @@ use anyhow::{Context, bail};
 use idemkey_notes::Mode;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-pub(crate) use args::BenchArgs;
+pub use args::BenchArgs;
 use args::Workload;
 use client::{Conn, Target};
 use fixture::Fixture;
@@ -61,13 +63,13 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
-    /// Issue 13's target for keyed / key-less create: atomic mode 0.85 on SQLite and 0.70 on
-    /// PostgreSQL, lease mode 0.45 (issue 14's 0.8 with the records in Redis); none for a
+    /// The target for keyed / key-less create: atomic mode 0.85 on SQLite and 0.70 on
+    /// PostgreSQL, lease mode 0.45 (0.8 with the records in Redis); none for a
     /// service measured from outside (`--url` without `--database-url`), whose database is
     /// unknown.
     fn create_target(&self) -> Option<f64> {
         if self.redis_records() {
-            // Issue 14's, for lease mode with the records in Redis.
+            // Lease mode with the records in Redis.
             return Some(0.8);
         }
         let postgres = self.database_url.as_deref()?.starts_with("postgres");
@@ -78,8 +80,8 @@ impl Ctx {
         })
     }
 
-    /// Issue 13's target for replay / GET: 1.0, or 1.5 with the replay cache; issue 14's
-    /// 0.9 with the records in Redis.
+    /// The target for replay / GET: 1.0, or 1.5 with the replay cache; 0.9 with the records
+    /// in Redis.
     fn replay_target(&self) -> f64 {
         if self.redis_records() {
             0.9
@@ -114,7 +116,7 @@ impl Ctx {
 
 /// Runs the workloads, prints the tables, writes the JSON; exit 1 if a correctness check
 /// (one note per key in the storm) failed. An error comes back as one printable line.
-pub(crate) async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     // The caller prints the error: escaped here, no message from below can reach the terminal
     // with a control character a hostile server put in it.
     bench(args)
@@ -296,7 +298,7 @@ fn serve_flags(args: &BenchArgs) -> Vec<String> {
 }
 
 fn setup(args: &BenchArgs, ctx: &Ctx, external: bool, run: &str) -> serde_json::Value {
-    let redact = |url: &String| crate::database::redact(url);
+    let redact = |url: &String| idemkey_server::redact(url);
     serde_json::json!({
         "run": run,
         "service": args.url.clone().unwrap_or_else(|| "started by the bench (idemkey serve --optional-key)".into()),

@@ -6,7 +6,7 @@ use http::request::Parts;
 use idemkey_tower::MakeActor;
 use sha2::{Digest, Sha256};
 
-use super::config::ActorSource;
+use crate::config::ActorSource;
 
 /// The [`MakeActor`] of the proxy.
 #[derive(Clone, Debug)]

@@ -1,78 +1,81 @@
-//! `idemkey proxy --config FILE`: what flags cannot say well, in TOML (behaviour §14). Every
-//! setting has a default, so the file, and each of its tables, is optional.
+//! The proxy's configuration file (`idemkey proxy --config FILE`): what flags cannot say
+//! well, in TOML (behaviour §14). Every setting has a default, so the file, and each of its
+//! tables, is optional.
 
 use std::path::Path;
+use std::str::FromStr;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
 use http::{HeaderName, Method, StatusCode};
 use serde::Deserialize;
 
-/// The whole file.
-#[derive(Debug, Default, Deserialize)]
+use crate::error::{Error, Result};
+
+/// The whole file. `Default` is an empty file.
+#[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct ProxyConfig {
+pub struct ProxyConfig {
     /// The covered routes, first match wins. None: POST and PATCH on every path, key optional.
     #[serde(default, rename = "route")]
-    pub(crate) routes: Vec<RouteConfig>,
+    pub routes: Vec<RouteConfig>,
     /// Who the actor of a request is.
     #[serde(default)]
-    pub(crate) actor: ActorConfig,
+    pub actor: ActorConfig,
     /// How the upstream is called.
     #[serde(default)]
-    pub(crate) upstream: UpstreamConfig,
+    pub upstream: UpstreamConfig,
 }
 
 /// One covered route: methods and a path pattern, with its own settings.
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct RouteConfig {
+pub struct RouteConfig {
     /// Methods covered (default POST and PATCH).
     #[serde(default = "default_methods")]
-    pub(crate) methods: Vec<String>,
+    pub methods: Vec<String>,
     /// An exact path (`/v1/payments`), or a prefix ending in `*` (`/v1/*`, `*` for all).
     #[serde(default = "default_path")]
-    pub(crate) path: String,
+    pub path: String,
     /// Whether a request without a key is refused (400 `key-missing`) or forwarded unrecorded.
     #[serde(default)]
-    pub(crate) require_key: bool,
+    pub require_key: bool,
     /// The status of `key-reused` (default 422).
-    pub(crate) mismatch_status: Option<u16>,
+    pub mismatch_status: Option<u16>,
     /// How long a duplicate waits for a running original before 409 (default: no wait).
-    pub(crate) wait_in_flight: Option<String>,
+    pub wait_in_flight: Option<String>,
     /// Request headers that count in the fingerprint.
     #[serde(default)]
-    pub(crate) fingerprint_headers: Vec<String>,
+    pub fingerprint_headers: Vec<String>,
 }
 
 /// Where the actor comes from: a digest of the client's credentials by default.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct ActorConfig {
+pub struct ActorConfig {
     /// A header whose value is the credential (default `authorization`); the actor is its
     /// digest, never the value.
-    pub(crate) header: Option<String>,
+    pub header: Option<String>,
     /// A cookie whose value is the credential, digested like a header.
-    pub(crate) cookie: Option<String>,
+    pub cookie: Option<String>,
     /// A header set by a trusted gateway in front, naming the actor as is. Only safe if
     /// clients cannot reach the proxy without passing that gateway.
-    pub(crate) trusted_header: Option<String>,
+    pub trusted_header: Option<String>,
     /// Requests without credentials share one actor, `anonymous`, instead of 401.
     #[serde(default)]
-    pub(crate) anonymous: bool,
+    pub anonymous: bool,
 }
 
 /// How the upstream is called.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct UpstreamConfig {
+pub struct UpstreamConfig {
     /// The longest the upstream may take to answer a request's head (default 30 s).
-    pub(crate) timeout: Option<String>,
+    pub timeout: Option<String>,
     /// The header carrying the record's derived key to the upstream (default
     /// `idempotency-derived-key`).
-    pub(crate) derived_key_header: Option<String>,
+    pub derived_key_header: Option<String>,
     /// What a failure after the request was sent does: `store` (default) or `release`.
-    pub(crate) unknown_outcome: Option<String>,
+    pub unknown_outcome: Option<String>,
 }
 
 fn default_methods() -> Vec<String> {
@@ -85,19 +88,19 @@ fn default_path() -> String {
 
 impl ProxyConfig {
     /// Reads and checks the file; every error names the file.
-    pub(crate) fn load(path: &Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        let config: Self =
-            toml::from_str(&text).with_context(|| format!("invalid config {}", path.display()))?;
-        config
-            .check()
-            .with_context(|| format!("invalid config {}", path.display()))?;
-        Ok(config)
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        text.parse().map_err(|error| Error::Config {
+            path: path.to_owned(),
+            source: Box::new(error),
+        })
     }
 
     /// Parses every value once, so that a bad one fails at start-up, not per request.
-    fn check(&self) -> anyhow::Result<()> {
+    fn check(&self) -> Result<()> {
         for route in &self.routes {
             route.parsed()?;
         }
@@ -109,11 +112,22 @@ impl ProxyConfig {
     }
 
     /// The routes, or the default one.
-    pub(crate) fn routes(&self) -> anyhow::Result<Vec<Route>> {
+    pub(crate) fn routes(&self) -> Result<Vec<Route>> {
         if self.routes.is_empty() {
             return Ok(vec![Route::default_route()]);
         }
         self.routes.iter().map(RouteConfig::parsed).collect()
+    }
+}
+
+impl FromStr for ProxyConfig {
+    type Err = Error;
+
+    /// Parses and checks the text of a configuration file.
+    fn from_str(text: &str) -> Result<Self> {
+        let config: Self = toml::from_str(text)?;
+        config.check()?;
+        Ok(config)
     }
 }
 
@@ -136,9 +150,9 @@ pub(crate) enum PathPattern {
 }
 
 impl PathPattern {
-    fn parse(pattern: &str) -> anyhow::Result<Self> {
+    fn parse(pattern: &str) -> Result<Self> {
         if !pattern.starts_with('/') && pattern != "*" {
-            bail!("a route's path must start with '/' or be '*': {pattern:?}");
+            return Err(Error::Path(pattern.to_owned()));
         }
         Ok(match pattern.strip_suffix('*') {
             Some(prefix) => Self::Prefix(prefix.to_owned()),
@@ -173,20 +187,20 @@ impl Route {
 }
 
 impl RouteConfig {
-    fn parsed(&self) -> anyhow::Result<Route> {
+    fn parsed(&self) -> Result<Route> {
         let methods = self
             .methods
             .iter()
             .map(|m| Method::from_bytes(m.to_ascii_uppercase().as_bytes()))
             .collect::<Result<Vec<_>, _>>()
-            .context("invalid method")?;
+            .map_err(Error::Method)?;
         let mismatch_status = self
             .mismatch_status
             .map(|status| {
                 StatusCode::from_u16(status)
                     .ok()
                     .filter(|s| s.is_client_error())
-                    .with_context(|| format!("mismatch_status must be a 4xx status: {status}"))
+                    .ok_or(Error::MismatchStatus(status))
             })
             .transpose()?;
         let wait_in_flight = self.wait_in_flight.as_deref().map(duration).transpose()?;
@@ -194,7 +208,7 @@ impl RouteConfig {
             .fingerprint_headers
             .iter()
             .map(|name| header_name(name))
-            .collect::<anyhow::Result<Vec<_>>>()?;
+            .collect::<Result<Vec<_>>>()?;
         Ok(Route {
             methods,
             path: PathPattern::parse(&self.path)?,
@@ -219,7 +233,7 @@ pub(crate) enum ActorSource {
 
 impl ActorConfig {
     /// The one source configured; several are an error.
-    pub(crate) fn source(&self) -> anyhow::Result<ActorSource> {
+    pub(crate) fn source(&self) -> Result<ActorSource> {
         match (&self.header, &self.cookie, &self.trusted_header) {
             (None, None, None) => Ok(ActorSource::Header(http::header::AUTHORIZATION)),
             (Some(header), None, None) => Ok(ActorSource::Header(header_name(header)?)),
@@ -227,19 +241,21 @@ impl ActorConfig {
                 Ok(ActorSource::Cookie(cookie.clone()))
             }
             (None, None, Some(header)) => Ok(ActorSource::Trusted(header_name(header)?)),
-            _ => bail!("[actor]: set one of header, cookie (non-empty) or trusted_header"),
+            _ => Err(Error::ActorSource),
         }
     }
 }
 
 impl UpstreamConfig {
-    pub(crate) fn timeout(&self) -> anyhow::Result<Duration> {
+    /// The longest the upstream may take to answer a request's head.
+    pub(crate) fn timeout(&self) -> Result<Duration> {
         self.timeout
             .as_deref()
             .map_or(Ok(Duration::from_secs(30)), duration)
     }
 
-    pub(crate) fn derived_key_header(&self) -> anyhow::Result<HeaderName> {
+    /// The header carrying the record's derived key to the upstream.
+    pub(crate) fn derived_key_header(&self) -> Result<HeaderName> {
         header_name(
             self.derived_key_header
                 .as_deref()
@@ -249,31 +265,35 @@ impl UpstreamConfig {
 
     /// Whether an unknown outcome releases the claim (`release`) rather than storing the
     /// 502 (`store`, the default).
-    pub(crate) fn release_unknown(&self) -> anyhow::Result<bool> {
+    pub(crate) fn release_unknown(&self) -> Result<bool> {
         match self.unknown_outcome.as_deref() {
             None | Some("store") => Ok(false),
             Some("release") => Ok(true),
-            Some(other) => bail!("unknown_outcome must be \"store\" or \"release\": {other:?}"),
+            Some(other) => Err(Error::UnknownOutcome(other.to_owned())),
         }
     }
 }
 
-fn duration(value: &str) -> anyhow::Result<Duration> {
-    humantime::parse_duration(value).with_context(|| format!("invalid duration {value:?}"))
+fn duration(value: &str) -> Result<Duration> {
+    humantime::parse_duration(value).map_err(|source| Error::Duration {
+        value: value.to_owned(),
+        source,
+    })
 }
 
-fn header_name(name: &str) -> anyhow::Result<HeaderName> {
-    HeaderName::from_bytes(name.as_bytes()).with_context(|| format!("invalid header name {name:?}"))
+fn header_name(name: &str) -> Result<HeaderName> {
+    HeaderName::from_bytes(name.as_bytes()).map_err(|source| Error::HeaderName {
+        name: name.to_owned(),
+        source,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn parse(text: &str) -> anyhow::Result<ProxyConfig> {
-        let config: ProxyConfig = toml::from_str(text)?;
-        config.check()?;
-        Ok(config)
+    fn parse(text: &str) -> Result<ProxyConfig> {
+        text.parse()
     }
 
     #[test]

@@ -25,7 +25,7 @@ use tower::ServiceExt;
 use super::Ctx;
 use super::report::{Ratio, WorkloadReport};
 use super::runner::{self, Op, Worker};
-use crate::database::{Database, open};
+use idemkey_server::Database;
 
 /// Key-less `POST /v1/notes` requests sent straight into a router.
 struct InProcess {
@@ -64,7 +64,7 @@ pub(crate) async fn layer(ctx: &Ctx) -> anyhow::Result<(WorkloadReport, Vec<Rati
         .database_url
         .as_deref()
         .context("layer needs --database-url when --url is given")?;
-    match open(url, true).await? {
+    match Database::open(url, true).await? {
         Database::Sqlite(store) => pairs(ctx, store).await,
         Database::Postgres(store) => pairs(ctx, store).await,
     }

@@ -25,19 +25,51 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 /// The bounds on clients' connections.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Limits {
+pub struct Limits {
+    header_read_timeout: Duration,
+    body_timeout: Duration,
+    max_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            header_read_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(10),
+            max_connections: 1024,
+        }
+    }
+}
+
+impl Limits {
     /// How long a client may take to send a request's headers; hyper starts the clock when
     /// the connection waits for a request, so it also closes idle keep-alive connections.
-    pub(crate) header_read_timeout: Duration,
-    /// How long a request body may go without sending anything.
-    pub(crate) body_timeout: Duration,
-    /// Connections open at once; the next waits in the kernel's accept queue.
-    pub(crate) max_connections: usize,
+    /// Defaults to 10 s.
+    #[must_use]
+    pub fn header_read_timeout(mut self, timeout: Duration) -> Self {
+        self.header_read_timeout = timeout;
+        self
+    }
+
+    /// How long a request body may go without sending anything. Defaults to 10 s.
+    #[must_use]
+    pub fn body_timeout(mut self, timeout: Duration) -> Self {
+        self.body_timeout = timeout;
+        self
+    }
+
+    /// Connections open at once; the next waits in the kernel's accept queue. Defaults to
+    /// 1024; 0 counts as 1.
+    #[must_use]
+    pub fn max_connections(mut self, connections: usize) -> Self {
+        self.max_connections = connections;
+        self
+    }
 }
 
 /// Serves `app` on `listener` within `limits` until `shutdown` completes, then lets the open
 /// connections finish the requests they are serving.
-pub(crate) async fn serve(
+pub async fn serve(
     listener: TcpListener,
     app: Router,
     limits: Limits,

@@ -13,12 +13,12 @@ use idemkey_tower::{Config, Executions, IdempotencyLayer};
 use tower::util::BoxCloneSyncService;
 use tower::{Layer, ServiceExt};
 
-use super::actor::ProxyActor;
-use super::config::Route;
-use super::forward::Forward;
+use crate::actor::ProxyActor;
+use crate::config::Route;
+use crate::forward::Forward;
 
-/// What the proxy serves: one boxed service for every request.
-pub(crate) type ProxyService = BoxCloneSyncService<Request<Body>, Response<Body>, Infallible>;
+/// What the proxy serves: one boxed service for every request, recorded or not.
+pub type ProxyService = BoxCloneSyncService<Request<Body>, Response<Body>, Infallible>;
 
 /// Settings every route shares.
 pub(crate) struct Shared {

@@ -1,0 +1,94 @@
+//! [`ProxyBuilder`]: the upstream, the store and the configuration a [`Proxy`] is made of.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use idemkey_core::Store;
+use idemkey_tower::Executions;
+
+use crate::actor::ProxyActor;
+use crate::config::ProxyConfig;
+use crate::error::Result;
+use crate::forward::Forward;
+use crate::routes::{self, Shared};
+use crate::server::Proxy;
+use crate::upstream::Upstream;
+
+/// Builds a [`Proxy`]; made by [`Proxy::builder`].
+#[derive(Debug)]
+#[must_use]
+pub struct ProxyBuilder<S> {
+    upstream: Upstream,
+    store: S,
+    config: ProxyConfig,
+    retention: Duration,
+    lease: Duration,
+    secret: Option<Arc<[u8]>>,
+}
+
+impl<S: Store> ProxyBuilder<S> {
+    pub(crate) fn new(upstream: Upstream, store: S) -> Self {
+        Self {
+            upstream,
+            store,
+            config: ProxyConfig::default(),
+            retention: Duration::from_secs(24 * 3600),
+            lease: Duration::from_secs(30),
+            secret: None,
+        }
+    }
+
+    /// The covered routes, the actor's source and how the upstream is called. Defaults to
+    /// an empty file's: POST and PATCH on every path, keys optional.
+    pub fn config(mut self, config: ProxyConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// How long completed records are kept. Defaults to 24 h.
+    pub fn retention(mut self, retention: Duration) -> Self {
+        self.retention = retention;
+        self
+    }
+
+    /// How long a claim holds its key, renewed while the upstream works. Defaults to 30 s.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// The secret behind derived keys. Defaults to the store's own, kept in the store, so
+    /// the same for every proxy and restart.
+    pub fn secret(mut self, secret: impl Into<Arc<[u8]>>) -> Self {
+        self.secret = Some(secret.into());
+        self
+    }
+
+    /// The proxy, or the first configuration value that does not parse.
+    pub fn build(self) -> Result<Proxy<S>> {
+        let executions = Executions::new();
+        let shared = Shared {
+            actor: ProxyActor {
+                source: self.config.actor.source()?,
+                anonymous: self.config.actor.anonymous,
+            },
+            retention: self.retention,
+            lease: self.lease,
+            secret: self.secret,
+            executions: executions.clone(),
+        };
+        let forward = Forward::new(
+            self.upstream,
+            self.config.upstream.timeout()?,
+            self.config.upstream.derived_key_header()?,
+            self.config.upstream.release_unknown()?,
+        );
+        let service = routes::service(&self.store, &self.config.routes()?, &shared, forward);
+        Ok(Proxy {
+            store: self.store,
+            service,
+            executions,
+            retention: self.retention,
+        })
+    }
+}

@@ -1,0 +1,86 @@
+//! The proxy's one error type: a bad configuration or upstream, found at start-up, never per
+//! request. Each message names the value at fault and leaves the cause to
+//! [`std::error::Error::source`].
+
+use std::path::PathBuf;
+
+/// What can be wrong with the proxy's configuration.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The configuration file could not be read.
+    #[error("cannot read {}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The configuration file is not valid: its cause says where.
+    #[error("invalid config {}", path.display())]
+    Config {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong in it.
+        #[source]
+        source: Box<Error>,
+    },
+    /// The file is not TOML of the expected shape.
+    #[error(transparent)]
+    Toml(#[from] toml::de::Error),
+    /// A route's method is not an HTTP method.
+    #[error("invalid method")]
+    Method(#[source] http::method::InvalidMethod),
+    /// A route's `mismatch_status` is not a 4xx status.
+    #[error("mismatch_status must be a 4xx status: {0}")]
+    MismatchStatus(u16),
+    /// A duration is not one (`2s`, `1500ms`).
+    #[error("invalid duration {value:?}")]
+    Duration {
+        /// The value given.
+        value: String,
+        /// Why it is not a duration.
+        #[source]
+        source: humantime::DurationError,
+    },
+    /// A header name is not one.
+    #[error("invalid header name {name:?}")]
+    HeaderName {
+        /// The name given.
+        name: String,
+        /// Why it is not a header name.
+        #[source]
+        source: http::header::InvalidHeaderName,
+    },
+    /// A route's path is neither absolute nor `*`.
+    #[error("a route's path must start with '/' or be '*': {0:?}")]
+    Path(String),
+    /// The `[actor]` table names no source, or several.
+    #[error("[actor]: set one of header, cookie (non-empty) or trusted_header")]
+    ActorSource,
+    /// `unknown_outcome` is neither `store` nor `release`.
+    #[error("unknown_outcome must be \"store\" or \"release\": {0:?}")]
+    UnknownOutcome(String),
+    /// The upstream URL does not parse.
+    #[error("invalid --upstream {url:?}")]
+    UpstreamUrl {
+        /// The URL given.
+        url: String,
+        /// Why it does not parse.
+        #[source]
+        source: http::uri::InvalidUri,
+    },
+    /// The upstream URL is not `http://`.
+    #[error("--upstream must be an http:// URL: {0:?}")]
+    UpstreamScheme(String),
+    /// The upstream URL has a query.
+    #[error("--upstream must not have a query: {0:?}")]
+    UpstreamQuery(String),
+    /// The upstream URL has no host.
+    #[error("--upstream has no host: {0:?}")]
+    UpstreamHost(String),
+}
+
+/// A result with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,123 @@
+//! The proxy as a library, in front of a counting upstream: a retry is replayed without
+//! reaching the upstream, a request of no covered route is forwarded unrecorded, and an
+//! unreachable upstream gives the claim back.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use axum::Router;
+use axum::body::Body;
+use axum::routing::any;
+use http::{Request, StatusCode};
+use idemkey_core::MemoryStore;
+use idemkey_proxy::{Proxy, ProxyConfig, Upstream};
+use tower::ServiceExt;
+
+/// An upstream that answers 201 and counts the requests it received.
+async fn counting_upstream() -> (Upstream, Arc<AtomicUsize>) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let app = Router::new().fallback(any(move || {
+        let n = counted.fetch_add(1, Ordering::SeqCst) + 1;
+        async move { (StatusCode::CREATED, format!("call {n}")) }
+    }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let upstream = Upstream::parse(&format!("http://{addr}")).unwrap();
+    (upstream, calls)
+}
+
+fn post(path: &str, key: Option<&str>) -> Request<Body> {
+    let mut request = Request::post(path).header("authorization", "Bearer alice");
+    if let Some(key) = key {
+        request = request.header("idempotency-key", key);
+    }
+    request.body(Body::from("{}")).unwrap()
+}
+
+async fn text(response: http::Response<Body>) -> String {
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+#[tokio::test]
+async fn a_retry_is_replayed_without_reaching_the_upstream() {
+    let (upstream, calls) = counting_upstream().await;
+    let config: ProxyConfig = "[[route]]\nmethods = [\"POST\"]\npath = \"/v1/*\""
+        .parse()
+        .unwrap();
+    let proxy = Proxy::builder(upstream, MemoryStore::new())
+        .config(config)
+        .build()
+        .unwrap();
+    let first = proxy
+        .service()
+        .oneshot(post("/v1/items", Some("k1")))
+        .await
+        .unwrap();
+    assert_eq!(first.status(), StatusCode::CREATED);
+    assert_eq!(text(first).await, "call 1");
+    let retry = proxy
+        .service()
+        .oneshot(post("/v1/items", Some("k1")))
+        .await
+        .unwrap();
+    assert_eq!(retry.headers()["idempotent-replayed"], "true");
+    assert_eq!(text(retry).await, "call 1");
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    // Outside the covered routes, every request reaches the upstream.
+    for _ in 0..2 {
+        let other = proxy
+            .service()
+            .oneshot(post("/other", Some("k1")))
+            .await
+            .unwrap();
+        assert!(other.headers().get("idempotent-replayed").is_none());
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn an_unreachable_upstream_gives_the_claim_back() {
+    // A port nothing listens on: bound, then closed.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let upstream = Upstream::parse(&format!("http://{addr}")).unwrap();
+    let proxy = Proxy::builder(upstream, MemoryStore::new())
+        .build()
+        .unwrap();
+    for _ in 0..2 {
+        let refused = proxy
+            .service()
+            .oneshot(post("/x", Some("k")))
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), StatusCode::BAD_GATEWAY);
+        // Nothing was sent, so nothing was stored: the retry runs again, not replayed.
+        assert!(refused.headers().get("idempotent-replayed").is_none());
+        assert!(text(refused).await.contains("upstream-unreachable"));
+    }
+}
+
+#[test]
+fn configuration_errors_name_the_value_at_fault() {
+    let message = |text: &str| text.parse::<ProxyConfig>().unwrap_err().to_string();
+    assert_eq!(
+        message("[[route]]\nmismatch_status = 500"),
+        "mismatch_status must be a 4xx status: 500"
+    );
+    assert_eq!(
+        message("[[route]]\npath = \"v1\""),
+        "a route's path must start with '/' or be '*': \"v1\""
+    );
+    assert_eq!(
+        Upstream::parse("https://x").unwrap_err().to_string(),
+        "--upstream must be an http:// URL: \"https://x\""
+    );
+}

@@ -1,0 +1,73 @@
+//! [`Database`] as a [`Store`]: the one place that matches on the backend for commands that
+//! need only the store (the proxy, `sweep`, `forget`), so that a new backend is one arm here
+//! instead of one in each of them.
+
+use std::sync::Arc;
+
+use idemkey_core::{Claim, ClaimRequest, Record, Result, Scope, Store, StoredResponse, TryClaim};
+
+use crate::database::Database;
+
+/// Runs `$call` on whichever store `$database` holds, bound to `$store`.
+macro_rules! on_backend {
+    ($database:expr, $store:ident => $call:expr) => {
+        match $database {
+            Database::Sqlite($store) => $call,
+            Database::Postgres($store) => $call,
+        }
+    };
+}
+
+impl Store for Database {
+    async fn lookup(&self, scope: &Scope) -> Result<Option<Record>> {
+        on_backend!(self, store => store.lookup(scope).await)
+    }
+
+    async fn try_claim(&self, request: &ClaimRequest) -> Result<TryClaim> {
+        on_backend!(self, store => store.try_claim(request).await)
+    }
+
+    async fn reclaim(&self, request: &ClaimRequest, seen: &Record) -> Result<Option<Claim>> {
+        on_backend!(self, store => store.reclaim(request, seen).await)
+    }
+
+    async fn complete(&self, claim: &Claim, response: &StoredResponse) -> Result<()> {
+        on_backend!(self, store => store.complete(claim, response).await)
+    }
+
+    async fn release(&self, claim: &Claim) -> Result<()> {
+        on_backend!(self, store => store.release(claim).await)
+    }
+
+    async fn discard(&self, claim: &Claim) -> Result<()> {
+        on_backend!(self, store => store.discard(claim).await)
+    }
+
+    async fn extend(&self, claim: &mut Claim) -> Result<()> {
+        on_backend!(self, store => store.extend(claim).await)
+    }
+
+    async fn forget(&self, scope: &Scope) -> Result<bool> {
+        on_backend!(self, store => store.forget(scope).await)
+    }
+
+    async fn sweep(&self, batch: u32) -> Result<u64> {
+        on_backend!(self, store => store.sweep(batch).await)
+    }
+
+    fn lookup_first(&self) -> bool {
+        on_backend!(self, store => store.lookup_first())
+    }
+
+    async fn secret(&self) -> Result<Arc<[u8]>> {
+        on_backend!(self, store => store.secret().await)
+    }
+}
+
+impl Database {
+    /// Deletes a scope's record only if operation version `version` wrote it, in one step
+    /// (`idemkey forget --operation NAME:VERSION`). `true` if it did.
+    pub async fn forget_version(&self, scope: &Scope, version: &str) -> Result<bool> {
+        on_backend!(self, store => store.forget_version(scope, version).await)
+    }
+}
