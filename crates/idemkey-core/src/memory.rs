@@ -327,7 +327,7 @@ mod tests {
 
     /// A record past its retention is absent, even to a reclaim that read it while it was
     /// live: it gets a new record id (behaviour §9), as in the SQL stores. Found by reading
-    /// the simulation of issue 16.
+    /// the deterministic simulation's histories.
     #[tokio::test]
     async fn an_expired_record_is_not_reclaimed_under_its_old_id() {
         let clock = ManualClock::at(1_000_000);
