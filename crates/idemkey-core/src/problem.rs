@@ -36,7 +36,8 @@ pub fn type_base() -> &'static str {
 /// The media type of problem responses.
 pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
 
-/// The outcomes idemkey answers itself, each with a stable `type`.
+/// The outcomes idemkey answers itself, each with a stable `type`: the one catalogue both
+/// modes answer from (an application's own problems are [`Problem::custom`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ProblemKind {
@@ -59,11 +60,21 @@ pub enum ProblemKind {
     /// 429: the actor reached a cap on its live records or stored bytes; the request was not
     /// executed.
     ActorCapReached,
+    /// 500: the store failed in a way retrying will not mend; the request was not executed.
+    StoreFailed,
+    /// 500: the handler failed or panicked, in either mode; nothing was stored.
+    HandlerFailed,
+    /// 401: a keyed request reached the layer without an authenticated actor.
+    Unauthenticated,
+    /// 400: the request body could not be read.
+    BodyUnreadable,
+    /// 500: an atomic-mode handler asked for a transaction on a route without atomic mode.
+    NoTransaction,
 }
 
 impl ProblemKind {
     /// Every kind, for documentation and tests.
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 14] = [
         Self::KeyMissing,
         Self::KeyInvalid,
         Self::KeyReused,
@@ -73,6 +84,11 @@ impl ProblemKind {
         Self::StoreUnavailable,
         Self::OutcomeUnknown,
         Self::ActorCapReached,
+        Self::StoreFailed,
+        Self::HandlerFailed,
+        Self::Unauthenticated,
+        Self::BodyUnreadable,
+        Self::NoTransaction,
     ];
 
     /// The stable slug: `key-reused`.
@@ -87,16 +103,26 @@ impl ProblemKind {
             Self::StoreUnavailable => "store-unavailable",
             Self::OutcomeUnknown => "outcome-unknown",
             Self::ActorCapReached => "actor-cap-reached",
+            Self::StoreFailed => "store-failed",
+            Self::HandlerFailed => "handler-failed",
+            Self::Unauthenticated => "unauthenticated",
+            Self::BodyUnreadable => "body-unreadable",
+            Self::NoTransaction => "no-transaction",
         }
     }
 
     /// The default HTTP status.
     pub fn status(self) -> u16 {
         match self {
-            Self::KeyMissing | Self::KeyInvalid => 400,
+            Self::KeyMissing | Self::KeyInvalid | Self::BodyUnreadable => 400,
+            Self::Unauthenticated => 401,
             Self::KeyReused => 422,
             Self::RequestInFlight => 409,
-            Self::PreviousAttemptUnknown | Self::OutcomeUnknown => 500,
+            Self::PreviousAttemptUnknown
+            | Self::OutcomeUnknown
+            | Self::StoreFailed
+            | Self::HandlerFailed
+            | Self::NoTransaction => 500,
             Self::PayloadTooLarge => 413,
             Self::StoreUnavailable => 503,
             Self::ActorCapReached => 429,
@@ -115,6 +141,11 @@ impl ProblemKind {
             Self::StoreUnavailable => "Idempotency store is unavailable",
             Self::OutcomeUnknown => "The outcome of this request is unknown",
             Self::ActorCapReached => "Too many idempotency records for this actor",
+            Self::StoreFailed => "The idempotency store failed",
+            Self::HandlerFailed => "The request handler failed",
+            Self::Unauthenticated => "Authentication is required",
+            Self::BodyUnreadable => "Request body could not be read",
+            Self::NoTransaction => "No transaction for this request",
         }
     }
 }
@@ -220,6 +251,17 @@ mod tests {
         assert_eq!(body["status"], 422);
         assert_eq!(body["detail"], "d");
         assert!(body["title"].is_string());
+    }
+
+    #[test]
+    fn every_kind_has_its_own_slug_and_title() {
+        let slugs: std::collections::HashSet<_> =
+            ProblemKind::ALL.iter().map(|k| k.slug()).collect();
+        assert_eq!(slugs.len(), ProblemKind::ALL.len());
+        for kind in ProblemKind::ALL {
+            assert!(!kind.title().is_empty());
+            assert!((400..600).contains(&kind.status()), "{kind:?}");
+        }
     }
 
     #[test]

@@ -70,7 +70,7 @@ pub(crate) fn joined<E>(
 /// The problem answered, in both modes, when the handler panicked, failed or its body could
 /// not be read: nothing was stored, so a retry with the same key is safe (behaviour §10).
 pub(crate) fn handler_failed() -> Problem {
-    Problem::custom("handler-failed", "The request handler failed", 500)
+    Problem::new(ProblemKind::HandlerFailed)
         .detail("the request was not completed; it is safe to retry with the same key")
 }
 
@@ -121,6 +121,6 @@ pub(crate) fn store_failure(err: &Error, what: &str) -> Problem {
         Error::Unavailable(_) | Error::Contention => Problem::new(ProblemKind::StoreUnavailable)
             .detail(format!("{what}; retry with the same key"))
             .retry_after(STORE_RETRY_AFTER),
-        _ => Problem::custom("store-failed", "The idempotency store failed", 500).detail(what),
+        _ => Problem::new(ProblemKind::StoreFailed).detail(what),
     }
 }

@@ -153,7 +153,7 @@ fn parse_key(headers: &http::HeaderMap, name: &http::HeaderName) -> Result<Optio
 }
 
 fn unauthenticated() -> Problem {
-    Problem::custom("unauthenticated", "Authentication is required", 401)
+    Problem::new(ProblemKind::Unauthenticated)
         .detail("a request with an Idempotency-Key must come from an authenticated actor")
 }
 
@@ -171,7 +171,7 @@ where
         }),
         Err(_) => Err(Rejection {
             outcome: "body_unreadable",
-            problem: Problem::custom("body-unreadable", "Request body could not be read", 400),
+            problem: Problem::new(ProblemKind::BodyUnreadable),
         }),
     }
 }

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use axum::extract::FromRequestParts;
 use axum::response::{IntoResponse, Response};
 use http::request::Parts;
-use idemkey_core::Problem;
+use idemkey_core::{Problem, ProblemKind};
 use idemkey_sqlx::{Backend, SqlxStore};
 use sqlx::Transaction;
 
@@ -187,7 +187,7 @@ pub(crate) async fn end<DB: Backend>(
 }
 
 fn no_transaction() -> Response {
-    let problem = Problem::custom("no-transaction", "No transaction for this request", 500).detail(
+    let problem = Problem::new(ProblemKind::NoTransaction).detail(
         "the handler needs AtomicIdempotencyLayer, or a transactional IdempotencyLayer, \
              on its route, and takes Tx once",
     );
