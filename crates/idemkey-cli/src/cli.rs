@@ -43,7 +43,7 @@ pub(crate) enum Command {
 
 impl Cli {
     /// What clap cannot check: atomic mode's records must commit with the notes, so they
-    /// cannot live in Redis (behaviour §13).
+    /// cannot live in Redis (behaviour [§13](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#13-the-reference-notes-service)).
     pub(crate) fn check(&self) -> Result<(), clap::Error> {
         let Command::Serve(args) = &self.command else {
             return Ok(());
@@ -265,7 +265,7 @@ impl ConnectionArgs {
 }
 
 impl ServeArgs {
-    /// The per-actor caps (behaviour §11).
+    /// The per-actor caps (behaviour [§11](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#11-security)).
     pub(crate) fn actor_caps(&self) -> idemkey_core::ActorCaps {
         let mut caps = idemkey_core::ActorCaps::new();
         if let Some(records) = self.max_records_per_actor {

@@ -1,4 +1,4 @@
-//! Optional per-actor caps on live records and stored bytes (behaviour §11): one actor, or
+//! Optional per-actor caps on live records and stored bytes (behaviour [§11](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#11-security)): one actor, or
 //! one leaked credential, cannot fill the store for everyone else.
 
 use std::time::Duration;

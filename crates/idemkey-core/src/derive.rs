@@ -1,4 +1,4 @@
-//! Derived keys for external side effects (behaviour §8a).
+//! Derived keys for external side effects (behaviour [§8a](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8a-external-effects-lease-mode)).
 
 use std::fmt;
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! The client's `Idempotency-Key` (behaviour §2).
+//! The client's `Idempotency-Key` (behaviour [§2](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#2-the-key)).
 
 use std::fmt;
 
@@ -80,7 +80,7 @@ impl Key {
         &self.0
     }
 
-    /// A short, non-reversible hash of the key, for logs: raw keys are never logged (§11).
+    /// A short, non-reversible hash of the key, for logs: raw keys are never logged (behaviour [§11](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#11-security)).
     pub fn short_hash(&self) -> String {
         let digest = Sha256::digest(self.0.as_bytes());
         hex::encode(&digest[..6])

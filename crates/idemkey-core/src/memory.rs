@@ -326,7 +326,7 @@ mod tests {
     }
 
     /// A record past its retention is absent, even to a reclaim that read it while it was
-    /// live: it gets a new record id (behaviour §9), as in the SQL stores. Found by reading
+    /// live: it gets a new record id (behaviour [§9](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#9-retention-and-time)), as in the SQL stores. Found by reading
     /// the deterministic simulation's histories.
     #[tokio::test]
     async fn an_expired_record_is_not_reclaimed_under_its_old_id() {

@@ -1,4 +1,4 @@
-//! Which responses are stored (behaviour §6) and what to do with a dead executor's claim (§5).
+//! Which responses are stored (behaviour [§6](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#6-what-is-stored)) and what to do with a dead executor's claim (behaviour [§5](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#5-decisions)).
 
 /// What becomes of a claim once its handler has answered.
 ///

@@ -1,4 +1,4 @@
-//! RFC 9457 problem details for idemkey's own responses (behaviour §10).
+//! RFC 9457 problem details for idemkey's own responses (behaviour [§10](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#10-errors)).
 
 use std::borrow::Cow;
 use std::sync::OnceLock;

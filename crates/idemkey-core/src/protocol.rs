@@ -1,4 +1,4 @@
-//! The decision table of behaviour §5, shared by every store and both modes.
+//! The decision table of behaviour [§5](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#5-decisions), shared by every store and both modes.
 
 use std::future::Future;
 use std::time::Duration;
@@ -8,7 +8,7 @@ use crate::{
     Store, StoredResponse, TryClaim,
 };
 
-/// What an existing live record means for a request (§5).
+/// What an existing live record means for a request (behaviour [§5](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#5-decisions)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Decision {
     /// Another request used the key: 422 `key-reused`; the handler does not run.
@@ -54,7 +54,7 @@ pub fn retry_after(remaining: Duration) -> Duration {
     Duration::from_secs(remaining.as_secs_f64().ceil().max(1.0) as u64)
 }
 
-/// What a lease-mode request does, once the store has been asked (§5).
+/// What a lease-mode request does, once the store has been asked (behaviour [§5](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#5-decisions)).
 #[derive(Clone, Debug)]
 pub enum Begin {
     /// This request holds the claim: run the handler, then complete or release.
@@ -76,7 +76,7 @@ const MAX_ROUNDS: usize = 8;
 /// Runs the decision table against a lease-mode store: claim, or decide from the record.
 ///
 /// A read-only lookup comes first, so replays, mismatches and in-flight answers never take
-/// a write lock; the claim is still the final arbiter (§8).
+/// a write lock; the claim is still the final arbiter (behaviour [§8](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8-atomic-mode)).
 pub async fn begin<S: Store>(
     store: &S,
     request: &ClaimRequest,

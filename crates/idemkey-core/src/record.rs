@@ -1,4 +1,4 @@
-//! Records, claims and what a claim asks for (behaviour §1, §5, §9).
+//! Records, claims and what a claim asks for (behaviour [§1](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#1-words-and-guarantees), [§5](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#5-decisions), [§9](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#9-retention-and-time)).
 
 use std::time::{Duration, Instant};
 
@@ -11,7 +11,7 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 /// Default retention of a completed record: 24 hours.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(24 * 3600);
 
-/// A record's id: the same across lease takeovers, new after retention expiry (§8a).
+/// A record's id: the same across lease takeovers, new after retention expiry (behaviour [§8a](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8a-external-effects-lease-mode)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RecordId(Uuid);
 
@@ -98,7 +98,7 @@ pub struct ClaimRequest {
     pub request_id: Option<String>,
 }
 
-/// The longest request id a record keeps, in bytes (behaviour §11): a client's
+/// The longest request id a record keeps, in bytes (behaviour [§11](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#11-security)): a client's
 /// `X-Request-Id` is otherwise bounded only by the server's header limit, and the record
 /// keeps it for the whole retention. Longer ids are cut.
 pub const MAX_REQUEST_ID_LEN: usize = 128;
@@ -201,7 +201,7 @@ pub struct Claim {
 
 impl Claim {
     /// The local instant after which the holder stops trusting its lease, `margin` before
-    /// it would expire by the holder's own clock (§9).
+    /// it would expire by the holder's own clock (behaviour [§9](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#9-retention-and-time)).
     pub fn trusted_until(&self, margin: Duration) -> Instant {
         self.acquired + self.lease.saturating_sub(margin)
     }

@@ -1,4 +1,4 @@
-//! The stored response and its compact binary encoding (behaviour §6, §7).
+//! The stored response and its compact binary encoding (behaviour [§6](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#6-what-is-stored), [§7](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#7-replay)).
 
 use bytes::{BufMut, Bytes, BytesMut};
 

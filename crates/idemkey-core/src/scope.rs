@@ -1,4 +1,4 @@
-//! Who did what under which key (behaviour §1, §3).
+//! Who did what under which key (behaviour [§1](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#1-words-and-guarantees), [§3](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#3-scope)).
 
 use std::fmt;
 
@@ -58,7 +58,7 @@ impl fmt::Display for Operation {
 /// The identity of a record: (actor, operation name, key).
 ///
 /// The actor comes from authentication, never from the request: a response is only ever
-/// replayed to the actor that caused it (§11).
+/// replayed to the actor that caused it (behaviour [§11](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#11-security)).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Scope {
     /// The stable owner of what the request creates (tenant, account).

@@ -1,4 +1,4 @@
-//! The store trait every backend implements (behaviour §5, §8a, §9).
+//! The store trait every backend implements (behaviour [§5](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#5-decisions), [§8a](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8a-external-effects-lease-mode), [§9](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#9-retention-and-time)).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -76,7 +76,7 @@ pub trait Store: Clone + Send + Sync + 'static {
         true
     }
 
-    /// The secret behind derived keys (behaviour §8a): made at random the first time it is
+    /// The secret behind derived keys (behaviour [§8a](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8a-external-effects-lease-mode)): made at random the first time it is
     /// asked for, then kept by the store, so that it is the same across restarts and for
     /// every process that shares the store. Never empty. Callers may cache it.
     fn secret(&self) -> impl Future<Output = Result<Arc<[u8]>>> + Send;

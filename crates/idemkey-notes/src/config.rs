@@ -8,7 +8,7 @@ use idemkey_core::{DEFAULT_LEASE, DEFAULT_RETENTION};
 use idemkey_sqlx::Strategy;
 use idemkey_tower::Executions;
 
-/// Which idempotency mode serves `POST /v1/notes` (behaviour §1).
+/// Which idempotency mode serves `POST /v1/notes` (behaviour [§1](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#1-words-and-guarantees)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Mode {
     /// The record commits in the same transaction as the note (the default).
@@ -64,7 +64,7 @@ pub struct NotesConfig {
     pub metrics: Option<RenderMetrics>,
     /// Where the service's executions are counted, to wait for them at shutdown.
     pub executions: Executions,
-    /// How atomic mode claims (behaviour §8). Defaults to commit-time: creating a note is
+    /// How atomic mode claims (behaviour [§8](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8-atomic-mode)). Defaults to commit-time: creating a note is
     /// a light handler whose only effect is in the transaction.
     pub strategy: Strategy,
     /// Whether atomic mode looks the record up before its write transaction. Defaults to

@@ -82,7 +82,7 @@ fn created(note: &Note) -> Response {
 /// or `--separate-completion`, on its own, and the layer stores the response afterwards.
 ///
 /// The handler may run again for the same record (after a crash, a lease takeover or a
-/// release, behaviour §8a), so the note's id is derived from the record and the insert
+/// release, behaviour [§8a](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8a-external-effects-lease-mode)), so the note's id is derived from the record and the insert
 /// happens once: a re-execution answers with the note an earlier execution wrote, if one
 /// committed.
 pub(crate) async fn create_lease<DB: NotesDb>(

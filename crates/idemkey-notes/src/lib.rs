@@ -3,7 +3,7 @@
 //! `POST /v1/notes` creates a note under an `Idempotency-Key`, in atomic mode (the record
 //! commits with the note, the default) or lease mode; `GET /v1/notes/{id}` and
 //! `GET /v1/notes` read the caller's notes; `/healthz`, `/metrics` and `/openapi.json` serve
-//! operations. Bearer tokens name the actor. The exact surface is behaviour §13.
+//! operations. Bearer tokens name the actor. The exact surface is behaviour [§13](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#13-the-reference-notes-service).
 //!
 //! ```no_run
 //! use idemkey_notes::{NotesConfig, NotesDb, router};
@@ -122,7 +122,7 @@ pub fn router<DB: NotesDb>(store: SqlxStore<DB>, config: NotesConfig) -> Router 
 
 /// The service's router in lease mode, whatever `config.mode` says, with the idempotency
 /// records kept in `records` (a Redis store, say) and the notes in `store`'s database
-/// (behaviour §13, `--records-url`). Atomic mode has no such form: its records must commit
+/// (behaviour [§13](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#13-the-reference-notes-service), `--records-url`). Atomic mode has no such form: its records must commit
 /// with the notes, in the same database.
 pub fn router_with_records<DB: NotesDb, S: Store>(
     store: SqlxStore<DB>,

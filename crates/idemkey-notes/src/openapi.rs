@@ -1,5 +1,5 @@
 //! `/openapi.json`: the service's OpenAPI 3 document, with the idempotency rules published in
-//! an `x-idempotency` extension (behaviour §9).
+//! an `x-idempotency` extension (behaviour [§9](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#9-retention-and-time)).
 //!
 //! The `doc_*` functions exist only to carry the path documentation; a test checks that every
 //! documented operation is a real route.

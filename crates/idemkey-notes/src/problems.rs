@@ -1,4 +1,4 @@
-//! The service's own problem responses, beside idemkey's (behaviour §10, §13).
+//! The service's own problem responses, beside idemkey's (behaviour [§10](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#10-errors), [§13](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#13-the-reference-notes-service)).
 
 use axum::Extension;
 use axum::response::{IntoResponse, Response};

@@ -1,4 +1,4 @@
-//! The actor of a proxied request (behaviour §14): a digest of the credential the client sent,
+//! The actor of a proxied request (behaviour [§14](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#14-the-proxy)): a digest of the credential the client sent,
 //! so that one credential never sees another's responses, or a name a trusted gateway set.
 
 use http::header::COOKIE;

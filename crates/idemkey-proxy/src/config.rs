@@ -1,5 +1,5 @@
 //! The proxy's configuration file (`idemkey proxy --config FILE`): what flags cannot say
-//! well, in TOML (behaviour §14). Every setting has a default, so the file, and each of its
+//! well, in TOML (behaviour [§14](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#14-the-proxy)). Every setting has a default, so the file, and each of its
 //! tables, is optional.
 
 use std::path::Path;

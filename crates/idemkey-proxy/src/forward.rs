@@ -1,5 +1,5 @@
 //! Forwarding a request to the upstream over a pooled keep-alive client, and what the
-//! outcome of that call means for the record (behaviour §14): an answer is the upstream's to
+//! outcome of that call means for the record (behaviour [§14](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#14-the-proxy)): an answer is the upstream's to
 //! store or release; a refused connection means nothing was sent; a failure after sending
 //! leaves the outcome unknown.
 

@@ -1,5 +1,5 @@
 //! Idempotency keys in front of any HTTP API, in any language, without changing its code:
-//! a reverse proxy in lease mode (behaviour §14), the library behind `idemkey proxy`.
+//! a reverse proxy in lease mode (behaviour [§14](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#14-the-proxy)), the library behind `idemkey proxy`.
 //!
 //! The proxy is composed from the same parts as any service using idemkey, never a second
 //! protocol: each covered route is an [`IdempotencyLayer`](idemkey_tower::IdempotencyLayer)

@@ -1,6 +1,6 @@
 //! The HTTP/1.1 and HTTP/2 (cleartext, prior knowledge) server of `idemkey serve` and
 //! `idemkey proxy`, with the bounds that keep slow or hostile clients
-//! from exhausting it (behaviour §11): a header read timeout, a body inactivity timeout and a
+//! from exhausting it (behaviour [§11](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#11-security)): a header read timeout, a body inactivity timeout and a
 //! cap on open connections. `axum::serve` has none of them: a client that sent half its
 //! headers kept its connection, and a file descriptor, for as long as it liked.
 

@@ -31,7 +31,7 @@ pub use config::{Bug, Fates, Faults, SimConfig};
 pub use history::{Answer, Applied, Entry, Event, Exec, History, OpKind, Reply, Seen, SeenState};
 pub use stats::Stats;
 
-/// A promise of lease mode (docs/behaviour.md §1, §5, §8a, §9, §10).
+/// A promise of lease mode (behaviour [§1](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#1-words-and-guarantees), [§5](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#5-decisions), [§8a](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8a-external-effects-lease-mode), [§9](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#9-retention-and-time), [§10](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#10-errors)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Property {
     /// A key executed twice where once was promised: two executors of one record at once (a

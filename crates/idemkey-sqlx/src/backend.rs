@@ -177,7 +177,7 @@ pub trait Backend: Database + Sealed {
     fn sweep(conn: &mut Self::Connection, batch: u32) -> impl Future<Output = Result<u64>> + Send;
 
     /// What `actor` keeps in the store: its live records and their stored bytes (per-actor
-    /// caps, behaviour §11). Run in the transaction that creates a record, it counts that one.
+    /// caps, behaviour [§11](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#11-security)). Run in the transaction that creates a record, it counts that one.
     fn actor_usage(
         conn: &mut Self::Connection,
         actor: &str,

@@ -1,4 +1,4 @@
-//! An optional in-process cache of completed records (behaviour §7): a hot key's replays are
+//! An optional in-process cache of completed records (behaviour [§7](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#7-replay)): a hot key's replays are
 //! answered without a database round trip, at the price of a bounded staleness.
 //!
 //! A completed record never changes until it is forgotten or expires, so a cached copy is

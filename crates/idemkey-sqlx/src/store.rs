@@ -80,7 +80,7 @@ impl<DB: Backend> SqlxStore<DB> {
     }
 
     /// The same store with an in-process cache of completed records, so that replays of a
-    /// hot key skip the database (behaviour §7). Off by default.
+    /// hot key skip the database (behaviour [§7](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#7-replay)). Off by default.
     ///
     /// A completed record does not change until it is forgotten or expires. `forget` through
     /// this store (or a clone) takes effect at once; a `forget` by another process or
@@ -94,7 +94,7 @@ impl<DB: Backend> SqlxStore<DB> {
         self
     }
 
-    /// The same store with per-actor caps on live records and stored bytes (behaviour §11),
+    /// The same store with per-actor caps on live records and stored bytes (behaviour [§11](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#11-security)),
     /// none by default. A request that would create a new record for an actor at a cap is
     /// refused with [`Error::ActorCap`] (429) in both modes, before or without executing:
     /// the check reads the actor's usage in the transaction that creates the record and

@@ -1,4 +1,4 @@
-//! Finding the actor of a request (behaviour §3).
+//! Finding the actor of a request (behaviour [§3](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#3-scope)).
 
 use http::request::Parts;
 

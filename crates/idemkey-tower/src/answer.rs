@@ -1,5 +1,5 @@
 //! The one place outcomes become responses, in both modes: replays, the problems of a
-//! decided record, of a failed store and of a failed handler (behaviour §10).
+//! decided record, of a failed store and of a failed handler (behaviour [§10](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#10-errors)).
 
 use std::time::Duration;
 
@@ -68,7 +68,7 @@ pub(crate) fn joined<E>(
 }
 
 /// The problem answered, in both modes, when the handler panicked, failed or its body could
-/// not be read: nothing was stored, so a retry with the same key is safe (behaviour §10).
+/// not be read: nothing was stored, so a retry with the same key is safe (behaviour [§10](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#10-errors)).
 pub(crate) fn handler_failed() -> Problem {
     Problem::new(ProblemKind::HandlerFailed)
         .detail("the request was not completed; it is safe to retry with the same key")

@@ -1,4 +1,4 @@
-//! Waiting at shutdown for the executions that run in tasks of their own (behaviour §6).
+//! Waiting at shutdown for the executions that run in tasks of their own (behaviour [§6](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#6-what-is-stored)).
 
 use std::future::Future;
 

@@ -4,7 +4,7 @@
 ///
 /// The application's authentication layer, which runs *outside* the idempotency layer,
 /// inserts it into the request extensions. A request that carries a key but no `Actor` is
-/// answered 401: keys are never scoped globally (behaviour §3, §11).
+/// answered 401: keys are never scoped globally (behaviour [§3](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#3-scope), [§11](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#11-security)).
 ///
 /// ```
 /// use idemkey_tower::Actor;
@@ -28,7 +28,7 @@ impl Actor {
 }
 
 /// A response extension by which a handler reports that it did nothing: a rejection decided
-/// before execution, such as a validation error (behaviour §6).
+/// before execution, such as a validation error (behaviour [§6](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#6-what-is-stored)).
 ///
 /// The layer then does not store the response. If this request created the record, the
 /// record is deleted, so the same key may be sent again with a corrected request. If the

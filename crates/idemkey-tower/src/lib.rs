@@ -40,7 +40,7 @@
 //! # }).unwrap();
 //! ```
 //!
-//! What the layer does, per request (behaviour §2-§7, §10):
+//! What the layer does, per request (behaviour [§2](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#2-the-key)-[§7](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#7-replay), [§10](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#10-errors)):
 //!
 //! - On the [`Config::methods`] (POST and PATCH by default) it parses the `Idempotency-Key`
 //!   header; other methods, and requests axum routed to no route (its fallback), pass

@@ -1,4 +1,4 @@
-//! Metrics and trace fields of every decision (behaviour §12).
+//! Metrics and trace fields of every decision (behaviour [§12](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#12-observability)).
 
 use std::future::Future;
 use std::time::{Duration, Instant};

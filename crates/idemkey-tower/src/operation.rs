@@ -1,4 +1,4 @@
-//! Naming the operation a request performs (behaviour §1, §3).
+//! Naming the operation a request performs (behaviour [§1](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#1-words-and-guarantees), [§3](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#3-scope)).
 
 use http::request::Parts;
 use idemkey_core::Operation;

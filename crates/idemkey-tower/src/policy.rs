@@ -1,5 +1,5 @@
 //! Which responses are stored: the application's policy, and the marks a handler can put on
-//! one response (behaviour §6).
+//! one response (behaviour [§6](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#6-what-is-stored)).
 
 use http::response::Parts;
 use idemkey_core::{StatusPolicy, Verdict};

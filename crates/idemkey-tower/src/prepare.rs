@@ -56,7 +56,7 @@ impl Prepared {
 }
 
 /// Parses the key, finds the actor, reads the body within the limit and fingerprints the
-/// request (behaviour §2, §4).
+/// request (behaviour [§2](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#2-the-key), [§4](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#4-fingerprint)).
 pub async fn prepare<B>(request: Request<B>, config: &Config) -> Preparation<B>
 where
     B: HttpBody<Data = Bytes>,

@@ -1,4 +1,4 @@
-//! Converting between `http` responses and [`StoredResponse`] (behaviour §6, §7).
+//! Converting between `http` responses and [`StoredResponse`] (behaviour [§6](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#6-what-is-stored), [§7](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#7-replay)).
 
 use crate::Body;
 use bytes::Bytes;

@@ -1,4 +1,4 @@
-//! Which members of a JSON body the fingerprint covers (behaviour §4).
+//! Which members of a JSON body the fingerprint covers (behaviour [§4](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#4-fingerprint)).
 
 use idemkey_core::fingerprint::canonical_json;
 use serde_json::Value;

@@ -1,4 +1,4 @@
-//! The background sweeper: deletes expired records in bounded batches (behaviour §9).
+//! The background sweeper: deletes expired records in bounded batches (behaviour [§9](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#9-retention-and-time)).
 
 use std::time::Duration;
 

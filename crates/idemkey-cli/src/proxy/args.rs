@@ -1,4 +1,4 @@
-//! The flags of `idemkey proxy` (behaviour §14).
+//! The flags of `idemkey proxy` (behaviour [§14](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#14-the-proxy)).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -1,5 +1,5 @@
 //! `idemkey proxy`: lease mode in front of any HTTP API, in any language, without changing
-//! its code (behaviour §14). The proxy itself is `idemkey_proxy`; this opens its store, loads
+//! its code (behaviour [§14](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#14-the-proxy)). The proxy itself is `idemkey_proxy`; this opens its store, loads
 //! its configuration, serves its admin routes and announces where it listens.
 
 mod args;

@@ -1,4 +1,4 @@
-//! The media type as the fingerprint counts it (behaviour §4): the essence, lower-cased, and
+//! The media type as the fingerprint counts it (behaviour [§4](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#4-fingerprint)): the essence, lower-cased, and
 //! its parameters, which can change what the same bytes mean (a `charset` of a text body, a
 //! multipart `boundary`).
 

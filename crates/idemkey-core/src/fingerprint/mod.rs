@@ -1,4 +1,4 @@
-//! The request fingerprint (behaviour §4): `fp-v1`, a versioned, length-prefixed encoding of
+//! The request fingerprint (behaviour [§4](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#4-fingerprint)): `fp-v1`, a versioned, length-prefixed encoding of
 //! every request input that affects the operation, hashed with SHA-256.
 //!
 //! The encoding is, field by field, each byte string prefixed with its length as a big-endian

@@ -370,7 +370,7 @@ pub async fn discard_deletes_only_a_fresh_held_claim<S: Store>(store: S) {
 }
 
 /// The derived-key secret is made once and kept: every call and every clone sees the same,
-/// non-empty bytes (behaviour §8a).
+/// non-empty bytes (behaviour [§8a](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8a-external-effects-lease-mode)).
 pub async fn secret_is_kept_by_the_store<S: Store>(store: S) {
     let first = store.secret().await.unwrap();
     assert!(first.len() >= 32, "a secret of {} bytes", first.len());

@@ -3,7 +3,7 @@
 //! Every time (lease, expiry) is computed by the database from `clock_timestamp()`; the store
 //! binds durations only and never reads the application's clock. Transactions run at READ
 //! COMMITTED. The store's connections run with `synchronous_commit=on` whatever the server's,
-//! database's or role's default (behaviour §8): an acknowledged response is durable only if
+//! database's or role's default (behaviour [§8](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8-atomic-mode)): an acknowledged response is durable only if
 //! its commit is, and `off` can lose a note together with its record after a crash.
 
 mod error;

@@ -1,5 +1,5 @@
 //! How an atomic claim waits for a concurrent, uncommitted claim of the same scope (behaviour
-//! §8): bounded by a `lock_timeout` on the claim statement alone, and capped in number.
+//! [§8](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8-atomic-mode)): bounded by a `lock_timeout` on the claim statement alone, and capped in number.
 
 use std::sync::Arc;
 use std::time::Duration;

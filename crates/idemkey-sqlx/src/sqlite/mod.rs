@@ -93,7 +93,7 @@ impl SqlxStore<Sqlite> {
     }
 }
 
-/// Creates the database file at `path`, owner-only, if it does not exist (behaviour §11).
+/// Creates the database file at `path`, owner-only, if it does not exist (behaviour [§11](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#11-security)).
 #[cfg(unix)]
 fn create_private(path: &std::path::Path) -> Result<()> {
     use std::os::unix::fs::OpenOptionsExt;

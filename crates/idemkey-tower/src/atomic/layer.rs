@@ -53,7 +53,7 @@ impl<DB: Backend> AtomicIdempotencyLayer<DB> {
         }
     }
 
-    /// The same layer claiming with `strategy` (behaviour §8). Defaults to
+    /// The same layer claiming with `strategy` (behaviour [§8](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8-atomic-mode)). Defaults to
     /// [`Strategy::ClaimFirst`]; [`Strategy::CommitTime`] writes the record in one statement
     /// at the end of the transaction, for light handlers whose only effects are in it.
     #[must_use]

@@ -1,5 +1,5 @@
 //! Atomic mode for axum (feature `sqlx`): the claim, the handler's writes and the stored
-//! response commit in one transaction (behaviour §8).
+//! response commit in one transaction (behaviour [§8](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8-atomic-mode)).
 //!
 //! [`AtomicIdempotencyLayer`] opens a write transaction for each keyed request and claims the
 //! scope as its first statement; the handler takes the transaction with the [`Tx`] extractor

@@ -1,4 +1,4 @@
-//! RFC 8785 canonicalisation, used only when it loses nothing (behaviour §4).
+//! RFC 8785 canonicalisation, used only when it loses nothing (behaviour [§4](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#4-fingerprint)).
 //!
 //! One parse writes the canonical form and rejects repeated member names; a lexical pass then
 //! checks the numbers, since serde_json hands a visitor their value but not their text. The

@@ -1,5 +1,5 @@
 //! Whether the numbers of a JSON body are exactly what JCS writes for them: JCS writes each
-//! as the IEEE double nearest it, which may not be the number the client sent (behaviour §4).
+//! as the IEEE double nearest it, which may not be the number the client sent (behaviour [§4](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#4-fingerprint)).
 
 /// Every integer up to 2^53 in magnitude is a double.
 pub(super) const EXACT_INTEGERS: u64 = 1 << 53;
