@@ -57,6 +57,7 @@ mod scope;
 mod store;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
+mod turns;
 
 pub use caps::{ActorCaps, ActorUsage, Cap};
 pub use derive::{DerivedKeys, SECRET_LEN};
@@ -77,3 +78,4 @@ pub use record::{
 pub use response::{DecodeError, StoredResponse};
 pub use scope::{Operation, Scope};
 pub use store::{Store, TryClaim};
+pub use turns::{Follower, Identity, OwnTurn, Turn, Turns};

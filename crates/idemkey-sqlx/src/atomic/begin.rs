@@ -5,13 +5,13 @@ use std::time::{Duration, Instant};
 
 use idemkey_core::{
     Begin, Claim, ClaimRequest, ClaimWrites, Error, ExpiredLease, Record, Result, StoredResponse,
-    TryClaim, claim_by, decide, retry_after,
+    TryClaim, Turn, claim_by, decide, retry_after,
 };
 use sqlx::Transaction;
 use sqlx::pool::PoolConnection;
 
 use super::claim::{AtomicBegin, AtomicClaim};
-use super::coalescing::{Leader, LocalTurn, Settled, Turn};
+use super::coalescing::{Leader, LocalTurn, Settled};
 use super::lookup::AtomicLookup;
 use crate::failpoints::Point;
 use crate::{Backend, SqlxStore};
@@ -60,11 +60,11 @@ impl<DB: Backend> SqlxStore<DB> {
         let conn = DB::CLAIM_ON_LOOKUP_CONNECTION.then_some(conn);
         self.hit(Point::AfterLookup).await?;
         let turn = match self.local.as_ref().map(|local| local.take(request)) {
-            Some(Turn::Follow(leader)) => {
+            Some(Turn::Follow(leader) | Turn::Other(leader)) => {
                 drop(conn);
                 return Box::pin(self.after_leader(request, on_expired, leader, deadline)).await;
             }
-            Some(Turn::Lead(turn)) => Some(turn),
+            Some(Turn::Lead(turn)) => Some(LocalTurn::new(turn, request)),
             None => None,
         };
         self.claim_in_transaction(request, on_expired, conn, turn)
@@ -143,19 +143,10 @@ impl<DB: Backend> SqlxStore<DB> {
         };
         let deadline =
             deadline.unwrap_or_else(|| Instant::now() + DB::duplicate_wait(&self.settings));
-        let settled = loop {
-            // Settled before this request subscribed, or since it last looked.
-            if let Some(settled) = leader.borrow_and_update().clone() {
-                break Some(settled);
-            }
-            match tokio::time::timeout_at(deadline.into(), leader.changed()).await {
-                Ok(Ok(())) => {}
-                Ok(Err(_closed)) => break None,
-                Err(_elapsed) => {
-                    tracing::debug!("in-process duplicate waited its bound: in flight");
-                    return in_flight();
-                }
-            }
+        // Settled before this request followed, or since; `None`: ended without a value.
+        let Ok(settled) = tokio::time::timeout_at(deadline.into(), leader.settled()).await else {
+            tracing::debug!("in-process duplicate waited its bound: in flight");
+            return in_flight();
         };
         if let Some(Settled::InFlight) = settled {
             return in_flight();

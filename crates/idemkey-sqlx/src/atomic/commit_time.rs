@@ -6,11 +6,11 @@
 
 use std::time::Instant;
 
-use idemkey_core::{Answer, ClaimRequest, Error, RecordId, StoredResponse, decide};
+use idemkey_core::{Answer, ClaimRequest, Error, RecordId, StoredResponse, Turn, decide};
 use sqlx::Transaction;
 
 use super::claim::{completed, rollback};
-use super::coalescing::{Leader, LocalTurn, Turn};
+use super::coalescing::{Leader, LocalTurn};
 use super::handler::{AtomicHandler, AtomicResponse};
 use super::lookup::AtomicLookup;
 use super::options::AtomicOptions;
@@ -79,11 +79,11 @@ impl<DB: Backend> SqlxStore<DB> {
             }
             self.hit(Point::AfterLookup).await?;
             let turn = match self.local.as_ref().map(|local| local.take(request)) {
-                Some(Turn::Follow(leader)) => {
+                Some(Turn::Follow(leader) | Turn::Other(leader)) => {
                     drop(conn);
                     return self.follow(request, options, handler, leader).await;
                 }
-                Some(Turn::Lead(turn)) => Some(turn),
+                Some(Turn::Lead(turn)) => Some(LocalTurn::new(turn, request)),
                 None => None,
             };
             let tx = DB::begin_write_on(self, conn).await?;

@@ -199,12 +199,12 @@ impl<'a, St: Store> Beginning<'a, St> {
     /// request of the scope (another body) is the store's to decide: no turn, no wait.
     async fn turn(&self) -> ControlFlow<(), Option<OwnTurn>> {
         match self.local.turn(self.request()) {
-            Turn::First(turn) => ControlFlow::Continue(Some(turn)),
-            Turn::Other => ControlFlow::Continue(None),
-            Turn::After(mut first) => {
-                // Its sender drops once the first one's lookup or claim is answered (or its
-                // request is gone).
-                let _ = first.changed().await;
+            Turn::Lead(turn) => ControlFlow::Continue(Some(turn)),
+            Turn::Other(_) => ControlFlow::Continue(None),
+            Turn::Follow(mut first) => {
+                // The first one's turn settles nothing: this returns once its lookup or
+                // claim is answered (or its request is gone).
+                first.settled().await;
                 if self.local.duplicate(self.request()).is_some() {
                     return ControlFlow::Break(());
                 }
@@ -294,7 +294,7 @@ mod tests {
     /// read.
     fn first_turn(local: &Arc<Local>) -> (Prepared, OwnTurn) {
         let first = prepared("{}");
-        let Turn::First(turn) = local.turn(&first.claim) else {
+        let Turn::Lead(turn) = local.turn(&first.claim) else {
             panic!("the first request takes the turn");
         };
         (first, turn)

@@ -17,10 +17,11 @@
 //! mismatches. A duplicate is never executed on the word of this registry.
 
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use idemkey_core::{ClaimRequest, Fingerprint, Scope};
+use idemkey_core::{ClaimRequest, Identity, Scope, Turns};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -29,73 +30,18 @@ use tokio::time::Instant;
 pub(crate) struct Local {
     scopes: Mutex<HashMap<Scope, Entry>>,
     /// The scopes a request of this process is looking up or claiming from the store right
-    /// now (see [`super::begin`]).
-    turns: Mutex<HashMap<Scope, Holder>>,
-}
-
-/// What an exact duplicate of a request shares with it: its fingerprint and its operation's
-/// version.
-#[derive(Debug)]
-struct Identity {
-    fingerprint: Fingerprint,
-    version: String,
-}
-
-impl Identity {
-    fn of(request: &ClaimRequest) -> Self {
-        Self {
-            fingerprint: request.fingerprint,
-            version: request.operation.version().to_owned(),
-        }
-    }
-
-    fn matches(&self, request: &ClaimRequest) -> bool {
-        self.fingerprint == request.fingerprint && self.version == request.operation.version()
-    }
-}
-
-/// A request looking up or claiming its scope, and what its duplicates must match.
-#[derive(Debug)]
-struct Holder {
-    identity: Identity,
-    /// Its sender is dropped when the claim has its answer.
-    answered: watch::Receiver<()>,
+    /// now (see [`super::begin`]). They settle nothing: a duplicate woken by the end of one
+    /// looks for the execution it left, if any, among `scopes`.
+    turns: Arc<Turns<Infallible>>,
 }
 
 /// Whose turn it is to look up and claim a scope in this process (see [`Local::turn`]).
-pub(crate) enum Turn {
-    /// This request looks up and claims; its duplicates wait until the guard drops.
-    First(OwnTurn),
-    /// An exact duplicate is looking up or claiming: `changed` returns (an error) once it has
-    /// its answer.
-    After(watch::Receiver<()>),
-    /// Another request of the scope (another body) is looking up or claiming: the store
-    /// decides.
-    Other,
-}
+pub(crate) type Turn = idemkey_core::Turn<Infallible>;
 
-/// Registers a request looking up or claiming its scope until dropped: after the lookup
-/// answered, after the claim was refused, or, when it was granted, after the execution is
-/// registered with [`Local::enter`], so that a woken duplicate finds it there.
-#[derive(Debug)]
-pub(crate) struct OwnTurn {
-    local: Arc<Local>,
-    scope: Scope,
-    /// Dropped with the guard, which wakes the duplicates waiting for this claim.
-    answered: watch::Sender<()>,
-}
-
-impl Drop for OwnTurn {
-    fn drop(&mut self) {
-        let mut turns = self.local.turns();
-        let own = turns
-            .get(&self.scope)
-            .is_some_and(|holder| holder.answered.same_channel(&self.answered.subscribe()));
-        if own {
-            turns.remove(&self.scope);
-        }
-    }
-}
+/// A request's turn at looking up and claiming its scope, held until dropped: after the
+/// lookup answered, after the claim was refused, or, when it was granted, after the execution
+/// is registered with [`Local::enter`], so that a woken duplicate finds it there.
+pub(crate) type OwnTurn = idemkey_core::OwnTurn<Infallible>;
 
 #[derive(Debug)]
 struct Entry {
@@ -169,34 +115,12 @@ impl Local {
         self.scopes.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn turns(&self) -> MutexGuard<'_, HashMap<Scope, Holder>> {
-        self.turns.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Takes the turn to look up and claim `request`'s scope, or tells whose it is. Only one
     /// request of a scope asks the store at a time here: a storm of duplicates would
     /// otherwise queue for the store's connections, each to read what the first one finds
     /// and to send a claim the store can only refuse.
-    pub(crate) fn turn(self: &Arc<Self>, request: &ClaimRequest) -> Turn {
-        let mut turns = self.turns();
-        if let Some(holder) = turns.get(&request.scope) {
-            return if holder.identity.matches(request) {
-                Turn::After(holder.answered.clone())
-            } else {
-                Turn::Other
-            };
-        }
-        let (answered, receiver) = watch::channel(());
-        let holder = Holder {
-            identity: Identity::of(request),
-            answered: receiver,
-        };
-        turns.insert(request.scope.clone(), holder);
-        Turn::First(OwnTurn {
-            local: self.clone(),
-            scope: request.scope.clone(),
-            answered,
-        })
+    pub(crate) fn turn(&self, request: &ClaimRequest) -> Turn {
+        self.turns.take(request)
     }
 
     /// Registers the execution of `request`, whose claim was granted a lease of `lease` by a
