@@ -8,13 +8,12 @@
 //! keys and lone requests, the service against the raw two-row transaction (`ceiling`), and
 //! in-process, a router with the layer against the same router without it (`layer`).
 //!
-//! The files: [`args`] the command line, [`client`] one keep-alive connection per worker,
-//! [`runner`] rounds and workers, [`workloads`] and [`storm`] over HTTP, [`ceiling`] and
-//! [`layer`] without HTTP, [`stats`] histograms and [`cpu`] CPU times, [`report`] tables and
-//! JSON, [`server`] and [`fixture`] the service and the database the bench starts and
-//! removes; [`limits`],
-//! [`listing`] and [`printable`] keep a hostile service (`--url`) from growing the bench's
-//! memory, hanging it, or writing to the terminal through it.
+//! The files: `args` the command line, `client` one keep-alive connection per worker,
+//! `runner` rounds and workers, `workloads` and `storm` over HTTP, `ceiling` and
+//! `layer` without HTTP, `stats` histograms and `cpu` CPU times, `report` tables and
+//! JSON, `server` and `fixture` the service and the database the bench starts and
+//! removes; `limits`, `listing` and `printable` keep a hostile service (`--url`) from
+//! growing the bench's memory, hanging it, or writing to the terminal through it.
 
 mod args;
 mod ceiling;

@@ -7,8 +7,9 @@
 //!
 //! This crate holds the parts every backend and integration shares: [`Key`] parsing,
 //! [`Scope`] and [`Operation`], the [`Fingerprint`], the [`Record`] state machine, the
-//! [`Store`] trait with [`begin`] driving the decision table, [`MemoryStore`], derived keys
-//! for external effects, and problem details.
+//! [`Store`] trait with [`begin`] driving the decision table, [`MemoryStore`], [`Turns`] (the
+//! per-scope turns that coalesce a process's duplicates), derived keys for external effects,
+//! and problem details.
 //!
 //! ```
 //! use idemkey_core::{begin, Begin, ClaimRequest, ExpiredLease, Fingerprint, Key, MemoryStore,

@@ -118,7 +118,7 @@ impl<DB: Backend> SqlxStore<DB> {
         Ok(())
     }
 
-    /// Lease mode's completion in the caller's own transaction (behaviour §8a): stores the
+    /// Lease mode's completion in the caller's own transaction (behaviour [§8a](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8a-external-effects-lease-mode)): stores the
     /// response in the claim's record as `tx`'s last statement and commits, so what the
     /// caller wrote in `tx` commits with it or not at all. Fails with
     /// [`idemkey_core::Error::Fenced`] if the lease was lost meanwhile; on any failure before the commit

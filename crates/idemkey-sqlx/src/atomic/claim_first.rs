@@ -1,4 +1,4 @@
-//! Claim-first (behaviour §8): [`SqlxStore::execute`] with the record claimed first, around
+//! Claim-first (behaviour [§8](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8-atomic-mode)): [`SqlxStore::execute`] with the record claimed first, around
 //! a handler, with the storage policy and the re-runs after serialization failures.
 
 use idemkey_core::{ClaimRequest, Error};

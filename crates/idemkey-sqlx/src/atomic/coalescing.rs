@@ -1,4 +1,4 @@
-//! In-process coalescing of atomic-mode duplicates (behaviour §8: the losers wait for the
+//! In-process coalescing of atomic-mode duplicates (behaviour [§8](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8-atomic-mode): the losers wait for the
 //! winner's answer), on core's [`Turns`].
 //!
 //! A request whose scope another request of the same store is already claiming waits for that

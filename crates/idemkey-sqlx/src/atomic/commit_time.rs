@@ -1,4 +1,4 @@
-//! Atomic mode's commit-time claim (behaviour §8): the handler runs first, and the record,
+//! Atomic mode's commit-time claim (behaviour [§8](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8-atomic-mode)): the handler runs first, and the record,
 //! already completed, is inserted as the transaction's last statement. The unique scope is
 //! the arbiter: a concurrent duplicate runs speculatively, its insert waits for the first
 //! transaction, and it rolls back and replays the winner (or commits, if the first rolled

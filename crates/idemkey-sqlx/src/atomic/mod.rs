@@ -1,4 +1,4 @@
-//! Atomic mode (behaviour §8): the claim, the caller's business writes and the stored
+//! Atomic mode (behaviour [§8](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8-atomic-mode)): the claim, the caller's business writes and the stored
 //! response commit in one transaction, or none of them does.
 //!
 //! [`SqlxStore::execute`] runs a handler so, by either [`Strategy`]; [`SqlxStore::begin_atomic`]

@@ -21,7 +21,7 @@ pub struct AtomicOptions {
     pub lookup: bool,
 }
 
-/// How atomic mode claims a scope (behaviour §8); chosen per route.
+/// How atomic mode claims a scope (behaviour [§8](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8-atomic-mode)); chosen per route.
 ///
 /// Both commit the record and the business writes in one transaction, or neither; both
 /// answer a duplicate with the first request's response. They differ in when the record is

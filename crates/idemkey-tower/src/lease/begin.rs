@@ -1,5 +1,5 @@
 //! Beginning a keyed request in lease mode: its turn at the scope, the lookup, the claim, and
-//! the wait for an original in flight (§5).
+//! the wait for an original in flight (behaviour [§5](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#5-decisions)).
 //!
 //! The lookup is made in the request's own task ([`Beginning::lookup`]): a replay, a
 //! mismatch or (unless the request is to wait for the original) a request in flight needs no

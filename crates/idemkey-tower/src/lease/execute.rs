@@ -1,5 +1,5 @@
 //! Executing a request under its claim: the handler runs with its derived keys while the
-//! lease is renewed, and its answer decides how the claim is settled (behaviour §6, §8a, §10).
+//! lease is renewed, and its answer decides how the claim is settled (behaviour [§6](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#6-what-is-stored), [§8a](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8a-external-effects-lease-mode), [§10](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#10-errors)).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -33,7 +33,7 @@ pub(crate) struct Claimed {
 /// one and the handler began it, else in the store.
 ///
 /// Must run in a task of its own: once the handler has begun, it finishes even if the client
-/// goes away (§6).
+/// goes away (behaviour [§6](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#6-what-is-stored)).
 pub(crate) async fn execute<S, St, ResBody>(
     mut inner: S,
     mut request: Request<Body>,

@@ -1,4 +1,4 @@
-//! Renewing a claim's lease while its handler runs (behaviour §8a).
+//! Renewing a claim's lease while its handler runs (behaviour [§8a](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8a-external-effects-lease-mode)).
 
 use std::sync::Arc;
 use std::time::Duration;

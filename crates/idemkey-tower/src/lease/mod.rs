@@ -1,5 +1,5 @@
 //! Lease mode, for any store and any service: the claim commits on its own with a lease, the
-//! handler runs under it, and the response completes the record afterwards (behaviour §5-§8a).
+//! handler runs under it, and the response completes the record afterwards (behaviour [§5](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#5-decisions)-[§8a](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8a-external-effects-lease-mode)).
 //!
 //! [`IdempotencyLayer`] applies [`Idempotency`] to a service; its future is the crate's
 //! [`ResponseFuture`](crate::ResponseFuture), shared with atomic mode. A keyed request,

@@ -1,5 +1,5 @@
 //! Settling a claim once its handler is done: the record completed, released or discarded,
-//! in the store or in the handler's transaction (behaviour §6, §8a, §10).
+//! in the store or in the handler's transaction (behaviour [§6](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#6-what-is-stored), [§8a](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8a-external-effects-lease-mode), [§10](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#10-errors)).
 
 use std::time::{Duration, Instant};
 
@@ -9,7 +9,7 @@ use super::transactions::Offered;
 use crate::answer::{lease_lost, store_failure};
 use crate::observe::{outcome, timed};
 
-/// How many times completing a record is tried before giving up (§10).
+/// How many times completing a record is tried before giving up (behaviour [§10](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#10-errors)).
 const COMPLETE_ATTEMPTS: u32 = 4;
 const COMPLETE_BACKOFF: Duration = Duration::from_millis(50);
 
@@ -83,7 +83,7 @@ async fn not_committed<St: Store>(store: &St, claim: &Claim, error: &Error) -> P
 }
 
 /// Completes the record, retrying within the lease; on failure the record stays in flight
-/// until its lease expires, and the handler's response is still returned (§10).
+/// until its lease expires, and the handler's response is still returned (behaviour [§10](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#10-errors)).
 async fn complete<St: Store>(store: &St, claim: &Claim, stored: &StoredResponse) {
     let trusted_until = claim.trusted_until(claim.lease / 10);
     let mut backoff = COMPLETE_BACKOFF;

@@ -14,7 +14,7 @@ use crate::atomic::{Returned, TxSlot, end};
 impl<DB: Backend> IdempotencyLayer<SqlxStore<DB>> {
     /// The same layer, offering each handler a [`Tx`](crate::atomic::Tx) on the store's database
     /// whose last statement completes the record: what the handler writes on it commits
-    /// with the stored response, or not at all (behaviour §8a).
+    /// with the stored response, or not at all (behaviour [§8a](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8a-external-effects-lease-mode)).
     ///
     /// The claim still commits first, with its lease and fencing token, so the handler may
     /// make external calls under its derived keys; only the completion moves. It costs one
