@@ -6,6 +6,7 @@
 mod common;
 mod failures;
 mod keys;
+mod lost_reply;
 mod plain_tower;
 mod races;
 mod replay;

@@ -1,15 +1,12 @@
 //! Lease mode, the reply to the completion lost after the store applied it (behaviour §10):
 //! the retried completion finds the record completed by this very claim, and counts the
-//! response as stored, not the lease as lost. A test binary of its own, because it reads the
-//! process's metrics.
-#![allow(clippy::unwrap_used, dead_code, unreachable_pub)]
-
-#[path = "lease/common/mod.rs"]
-mod common;
+//! response as stored, not the lease as lost. The metrics are read from a recorder local to
+//! the test's thread: the test's runtime runs every task of its server there, and no other
+//! test's metrics reach it.
 
 use std::sync::atomic::Ordering;
 
-use common::{App, send};
+use crate::common::{App, send};
 use idemkey_tower::Config;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 
@@ -44,7 +41,7 @@ fn count(snapshot: &Snapshot, outcome: &str) -> u64 {
 async fn a_lost_completion_reply_counts_as_stored() {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
-    recorder.install().unwrap();
+    let _local = metrics::set_default_local_recorder(&recorder);
     let app = App::start(Config::default()).await;
     app.store
         .hooks
