@@ -83,7 +83,7 @@ const INSERT_COMPLETED: &str = concat!(
 // primary-key violation, before `COMMIT`, and the upsert above decides. The closing `BEGIN`
 // opens an empty transaction, because the driver still counts one open and will roll it back.
 // sqlx 0.9 runs such a query as one command, though it marks several statements in one query
-// deprecated (launchbadge/sqlx#3108); `tests/sqlite/folded.rs` fails if an upgrade stops it.
+// deprecated (launchbadge/sqlx#3108); `tests/stores/sqlite/folded.rs` fails if an upgrade stops it.
 const INSERT_COMPLETED_COMMIT: &str = concat!(insert_completed!(), "; COMMIT; BEGIN");
 
 const RECLAIM: &str = concat!(

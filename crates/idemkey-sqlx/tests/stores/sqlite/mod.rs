@@ -1,14 +1,10 @@
 //! The SQLite store: the conformance suite, the seed cases, and two OS processes racing on
 //! one database file.
 
-#![allow(clippy::unwrap_used)]
-
-mod common;
-
 use std::path::PathBuf;
 use std::process::Stdio;
 
-use common::Fixture;
+use crate::common::Fixture;
 use futures_util::future::BoxFuture;
 use idemkey_sqlx::SqliteStore;
 use sqlx::{Sqlite, Transaction};
@@ -76,14 +72,13 @@ idemkey_core::store_conformance_suite!(SqliteFixture::store());
 
 seed_cases!(SqliteFixture);
 
-#[path = "sqlite/folded.rs"]
 mod folded;
 
 /// The seed cases again with the commit-time strategy.
 mod commit_time {
     use super::*;
 
-    seed_cases!(common::CommitTime<SqliteFixture>);
+    seed_cases!(crate::common::CommitTime<SqliteFixture>);
 }
 
 #[tokio::test]
@@ -118,8 +113,9 @@ async fn an_exhausted_busy_timeout_is_store_unavailable() {
         .execute(&mut *holder)
         .await
         .unwrap();
-    let req = common::seed::request("actor-busy", "key-a", "t");
-    let outcome = common::seed::create_note::<SqliteFixture>(&impatient, &req, "t", 201).await;
+    let req = crate::common::seed::request("actor-busy", "key-a", "t");
+    let outcome =
+        crate::common::seed::create_note::<SqliteFixture>(&impatient, &req, "t", 201).await;
     assert!(
         matches!(
             outcome,
@@ -145,7 +141,7 @@ async fn two_processes_on_one_file_create_one_note() {
             tokio::process::Command::new(std::env::current_exe().unwrap())
                 .args([
                     "--exact",
-                    "child_process_creates_a_note",
+                    "sqlite::child_process_creates_a_note",
                     "--ignored",
                     "--nocapture",
                 ])
@@ -190,7 +186,7 @@ async fn child_process_creates_a_note() {
     );
     let dir = PathBuf::from(dir);
     let ready = dir.join(format!("ready-{me}"));
-    let hook = common::at(idemkey_sqlx::failpoints::Point::AfterLookup, move || {
+    let hook = crate::common::at(idemkey_sqlx::failpoints::Point::AfterLookup, move || {
         let (dir, ready) = (dir.clone(), ready.clone());
         async move {
             // A file barrier: both processes have missed the lookup before either claims.
@@ -208,8 +204,8 @@ async fn child_process_creates_a_note() {
         .await
         .unwrap()
         .with_failpoints(hook);
-    let req = common::seed::request("actor-two-processes", "key-a", "raced");
-    let outcome = common::seed::create_note::<SqliteFixture>(&store, &req, "raced", 201)
+    let req = crate::common::seed::request("actor-two-processes", "key-a", "raced");
+    let outcome = crate::common::seed::create_note::<SqliteFixture>(&store, &req, "raced", 201)
         .await
         .unwrap();
     let name = match outcome {
@@ -243,7 +239,7 @@ async fn a_claim_whose_commit_fails_is_an_error() {
     use idemkey_core::Store;
     let store = open(&fresh_path()).await;
     doom_commits_of(&store, "INSERT").await;
-    let req = common::seed::request("actor-doomed", "key-a", "doomed");
+    let req = crate::common::seed::request("actor-doomed", "key-a", "doomed");
     let claimed = store.try_claim(&req).await;
     assert!(claimed.is_err(), "{claimed:?}");
     assert_eq!(store.lookup(&req.scope).await.unwrap(), None);
@@ -254,7 +250,7 @@ async fn a_claim_whose_commit_fails_is_an_error() {
 async fn a_reclaim_whose_commit_fails_is_an_error() {
     use idemkey_core::{Store, TryClaim};
     let store = open(&fresh_path()).await;
-    let req = common::seed::request("actor-doomed", "key-a", "doomed");
+    let req = crate::common::seed::request("actor-doomed", "key-a", "doomed");
     let TryClaim::Claimed(claim) = store.try_claim(&req).await.unwrap() else {
         panic!("a fresh key is claimed");
     };
@@ -303,7 +299,7 @@ mod replay_cache {
     use idemkey_sqlx::Outcome;
 
     use super::*;
-    use common::seed::{create_note, request};
+    use crate::common::seed::{create_note, request};
 
     const MIB: u64 = 1024 * 1024;
 
@@ -412,8 +408,8 @@ async fn a_new_database_and_its_journal_files_are_private() {
 
     let path = fresh_path();
     let store = open(&path).await;
-    let req = common::seed::request("actor-private", "key-a", "private");
-    common::seed::create_note::<SqliteFixture>(&store, &req, "private", 201)
+    let req = crate::common::seed::request("actor-private", "key-a", "private");
+    crate::common::seed::create_note::<SqliteFixture>(&store, &req, "private", 201)
         .await
         .unwrap();
     for suffix in ["", "-wal", "-shm"] {

@@ -130,10 +130,10 @@ macro_rules! seed_cases {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $case() {
-                if !<$fixture as common::Fixture>::available() {
+                if !<$fixture as $crate::common::Fixture>::available() {
                     return;
                 }
-                common::seed::$case::<$fixture>().await;
+                $crate::common::seed::$case::<$fixture>().await;
             }
         )*
     };

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use common::seed::{Held, create_note, request};
+use crate::common::seed::{Held, create_note, request};
 use idemkey_core::{RecordId, StoredResponse};
 use idemkey_sqlx::failpoints::Point;
 use idemkey_sqlx::{AtomicError, Backend, Folded, Outcome};
@@ -12,7 +12,7 @@ use idemkey_sqlx::{AtomicError, Backend, Folded, Outcome};
 use super::*;
 
 /// Commit-time, the strategy whose record is inserted last.
-type CommitTime = common::CommitTime<SqliteFixture>;
+type CommitTime = crate::common::CommitTime<SqliteFixture>;
 
 /// The statements run as one command on this driver: committed once, visible from another
 /// connection at once; a second insert of the scope stops before its `COMMIT`. Fails if a

@@ -1,18 +1,15 @@
 //! The PostgreSQL store: the conformance suite, the seed cases, and what only PostgreSQL does
-//! (`pg/waits.rs`, `pg/faults.rs`): duplicates that wait for an uncommitted claim, bounded and
+//! (`postgres/pg/waits.rs`, `postgres/pg/faults.rs`): duplicates that wait for an uncommitted claim, bounded and
 //! capped; re-runs after serialization failures; lost connections.
 //!
 //! Needs `IDEMKEY_TEST_PG_URL` (required when `CI` is set, skipped loudly otherwise); every
 //! test works in a PostgreSQL schema of its own.
 
-#![allow(clippy::unwrap_used)]
-
-mod common;
 mod pg;
 
 use std::time::Duration;
 
-use common::Fixture;
+use crate::common::Fixture;
 use idemkey_core::RecordState;
 use idemkey_sqlx::{Backend, PgStore};
 use pg::PgFixture;
@@ -31,7 +28,7 @@ seed_cases!(PgFixture);
 mod commit_time {
     use super::*;
 
-    seed_cases!(common::CommitTime<PgFixture>);
+    seed_cases!(crate::common::CommitTime<PgFixture>);
 }
 
 async fn db_ms(store: &PgStore) -> i64 {
@@ -121,7 +118,7 @@ async fn write_transactions_are_read_committed_with_synchronous_commit() {
         ("read committed", "on")
     );
     tx.rollback().await.unwrap();
-    let req = common::seed::request("actor-rc", "key-a", "rc");
+    let req = crate::common::seed::request("actor-rc", "key-a", "rc");
     let outcome = pg::tools::run(&store, &req, pg::tools::TestNote::new(&req, "rc")).await;
     assert!(
         matches!(outcome, Ok(idemkey_sqlx::Outcome::Executed(_))),

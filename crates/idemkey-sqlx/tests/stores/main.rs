@@ -1,0 +1,9 @@
+//! The SQL stores, one test binary: each backend runs the store conformance suite and the
+//! seed's cases (`common`), then what only it does (`sqlite`, `postgres`).
+
+#![allow(clippy::unwrap_used)]
+
+#[macro_use]
+mod common;
+mod postgres;
+mod sqlite;
