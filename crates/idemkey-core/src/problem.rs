@@ -7,8 +7,12 @@ use std::time::Duration;
 use crate::StoredResponse;
 
 /// The base of problem types until [`set_type_base`] names the application's own: each type
-/// is the base followed by its slug.
-pub const PROBLEM_BASE: &str = "https://idemkey.dev/problems/";
+/// is the base followed by its slug. It is the page of the `idemkey` documentation on docs.rs
+/// where each problem type has a section anchored at its slug
+/// (`https://docs.rs/idemkey/latest/idemkey/problems/index.html#key-reused`), so a developer
+/// who opens a `type` reads what it means and what to do. It names `latest`, not a version:
+/// a `type` is an identifier clients compare, the same in every release.
+pub const PROBLEM_BASE: &str = "https://docs.rs/idemkey/latest/idemkey/problems/index.html#";
 
 static TYPE_BASE: OnceLock<String> = OnceLock::new();
 
@@ -247,7 +251,10 @@ mod tests {
     fn body_has_the_rfc9457_members() {
         let problem = Problem::new(ProblemKind::KeyReused).detail("d");
         let body: serde_json::Value = serde_json::from_slice(&problem.to_json()).unwrap();
-        assert_eq!(body["type"], "https://idemkey.dev/problems/key-reused");
+        assert_eq!(
+            body["type"],
+            "https://docs.rs/idemkey/latest/idemkey/problems/index.html#key-reused"
+        );
         assert_eq!(body["status"], 422);
         assert_eq!(body["detail"], "d");
         assert!(body["title"].is_string());

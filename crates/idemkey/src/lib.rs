@@ -82,6 +82,8 @@
 //!
 //! What the layer does, request by request, is in [`behaviour`] (cited across the crates as
 //! "behaviour §N"); where to put it in an axum application in the repository's `docs/axum.md`.
+//! What each problem idemkey answers means, and what to do about it, is in [`problems`]: the
+//! page each default problem `type` points at.
 //!
 //! The building blocks live in their own crates, re-exported here: the protocol
 //! (`idemkey-core`) at the root, the layer (`idemkey-tower`) as [`tower`](mod@crate::tower), and
@@ -94,6 +96,7 @@
 pub use idemkey_core::*;
 
 pub mod behaviour;
+pub mod problems;
 
 #[cfg(feature = "axum")]
 pub use idemkey_tower::{
