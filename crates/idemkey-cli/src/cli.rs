@@ -145,6 +145,8 @@ pub(crate) struct ServeArgs {
     /// Atomic mode: `commit-time` (the record is written, completed, as the transaction's
     /// last statement; a concurrent duplicate from another instance runs speculatively and
     /// rolls back) or `claim-first` (the record is claimed first; duplicates wait at the claim).
+    /// The notes' handler is a light insert, so commit-time is this command's default; the
+    /// library's `AtomicIdempotencyLayer` claims first unless told otherwise.
     #[arg(long, env = "IDEMKEY_STRATEGY", default_value = "commit-time")]
     pub(crate) strategy: Strategy,
     /// Advanced (atomic mode): skip the read-only lookup before the write transaction. Saves
