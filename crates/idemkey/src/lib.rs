@@ -9,18 +9,39 @@
 //! ```
 //!
 //! **Lease mode** protects any handler, including ones that call other systems: the request
-//! is claimed, the handler runs, its response is stored. A handler that may run again after a
-//! crash passes `DerivedKeys::key(..)` to the systems it calls.
+//! is claimed, the handler runs, its response is stored. The handler may run again for the
+//! same request (after a crash, or after a 5xx released the claim), so each call it makes to
+//! another system carries a key derived from the request: the handler takes
+//! [`DerivedKeys`] from the request's extensions with axum's `Extension` and passes
+//! `keys.key("charge")` to the other system's own idempotency mechanism. The layer's settings
+//! are a [`Config`], applied with [`IdempotencyLayer::with_config`]; a
+//! [`Sweeper`](crate::tower::Sweeper) deletes expired records while the application runs.
 //!
 //! ```
 //! # #[cfg(all(feature = "axum", feature = "sqlite"))]
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
-//! use axum::{Router, body::Body, extract::Request, middleware, routing::post};
-//! use idemkey::{Actor, IdempotencyLayer, SqliteStore};
-//! use tower::ServiceExt;
+//! use std::time::Duration;
 //!
-//! async fn create_order() -> (http::StatusCode, &'static str) {
-//!     (http::StatusCode::CREATED, r#"{"id":"o1"}"#)
+//! use axum::http::StatusCode;
+//! use axum::{Extension, Router, body::Body, extract::Request, middleware, routing::post};
+//! use idemkey::tower::Sweeper;
+//! use idemkey::{Actor, Config, DerivedKeys, IdempotencyLayer, SqliteStore};
+//! use tower::ServiceExt;
+//! # use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+//! # static CHARGES: AtomicUsize = AtomicUsize::new(0);
+//!
+//! // Stands in for your payment provider's client, which charges once per idempotency key.
+//! async fn charge(idempotency_key: String, cents: u64) -> Result<(), std::io::Error> {
+//! #   let _ = (idempotency_key, cents, CHARGES.fetch_add(1, SeqCst));
+//!     Ok(())
+//! }
+//!
+//! async fn create_order(
+//!     Extension(keys): Extension<DerivedKeys>,
+//! ) -> Result<(StatusCode, &'static str), StatusCode> {
+//!     // The same key on every run of this request, so a second run cannot charge twice.
+//!     charge(keys.key("charge"), 4200).await.map_err(|_| StatusCode::BAD_GATEWAY)?;
+//!     Ok((StatusCode::CREATED, r#"{"id":"o1"}"#))
 //! }
 //!
 //! // Your authentication, outside the layer, names the actor.
@@ -32,34 +53,46 @@
 //! # let dir = tempfile::tempdir()?;
 //! # let url = format!("sqlite://{}", dir.path().join("app.db").display());
 //! let store = SqliteStore::connect(&url).await?; // e.g. "sqlite://app.db"
+//! // A duplicate of a request still running waits up to 5 s for its answer (409 by default).
+//! let config = Config::default().wait_in_flight(Duration::from_secs(5));
+//! let layer = IdempotencyLayer::with_config(store.clone(), config);
 //! let app = Router::new()
-//!     .route("/orders", post(create_order).layer(IdempotencyLayer::new(store)))
+//!     .route("/orders", post(create_order).layer(layer))
 //!     .layer(middleware::map_request(authenticate));
+//! // Deletes expired records now and every minute, until stopped or dropped.
+//! let sweeper = Sweeper::spawn(store, Duration::from_secs(60));
 //!
 //! let order = || {
 //!     Request::post("/orders").header("idempotency-key", "k1").body(Body::empty()).unwrap()
 //! };
 //! let first = app.clone().oneshot(order()).await?;
 //! let retry = app.oneshot(order()).await?;
+//! assert_eq!(first.status(), StatusCode::CREATED);
 //! assert_eq!(retry.headers()["idempotent-replayed"], "true");
+//! # assert_eq!(CHARGES.load(SeqCst), 1, "charged once");
+//! sweeper.stop().await;
 //! # Ok::<_, Box<dyn std::error::Error>>(())
 //! # }).unwrap();
 //! ```
 //!
 //! **Atomic mode** commits the stored response in the same database transaction as the
-//! handler's writes: the handler takes the transaction with [`atomic::Tx`].
+//! handler's writes: the handler takes the transaction with [`atomic::Tx`]. Its layer takes
+//! the same [`Config`] with [`atomic::AtomicIdempotencyLayer::with_config`] (the lease
+//! settings aside), and its records are swept the same way. One store may serve routes of
+//! both modes: clone it into each layer and into the one sweeper.
 //!
 //! ```
 //! # #[cfg(all(feature = "axum", feature = "sqlite"))]
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! use axum::http::StatusCode;
 //! use axum::{Router, body::Body, extract::Request, middleware, routing::post};
 //! use idemkey::atomic::{AtomicIdempotencyLayer, DbError, Tx};
 //! use idemkey::{Actor, SqliteStore, sqlx};
 //! use tower::ServiceExt;
 //!
-//! async fn create_note(mut tx: Tx<sqlx::Sqlite>) -> Result<http::StatusCode, DbError> {
+//! async fn create_note(mut tx: Tx<sqlx::Sqlite>) -> Result<StatusCode, DbError> {
 //!     sqlx::query("INSERT INTO notes (title) VALUES ('hello')").execute(&mut *tx).await?;
-//!     Ok(http::StatusCode::CREATED)
+//!     Ok(StatusCode::CREATED)
 //! }
 //!
 //! # async fn authenticate(mut request: Request) -> Request {
@@ -81,7 +114,12 @@
 //! ```
 //!
 //! What the layer does, request by request, is in [`behaviour`] (cited across the crates as
-//! "behaviour §N"); where to put it in an axum application in the repository's `docs/axum.md`.
+//! "behaviour §N"). In an axum application, authentication goes outside the layer (it inserts
+//! the [`Actor`]), and so do compression (the record keeps the plain body), CORS and timeouts;
+//! nesting, fallbacks and `route_layer` are in the repository's `docs/axum.md`. The package's
+//! examples are complete programs: `lease_external` (an outside payment service called under
+//! a derived key), `atomic_sqlite`, `atomic_postgres`, `plain_tower` (the layer without axum)
+//! and `queue_consumer` (atomic mode without HTTP).
 //! What each problem idemkey answers means, and what to do about it, is in [`problems`]: the
 //! page each default problem `type` points at.
 //!
