@@ -13,6 +13,7 @@ use crate::Error;
 /// that record as always, cap or not, so a client at its cap still learns what happened.
 ///
 /// ```
+/// // `idemkey::ActorCaps` with the facade.
 /// let caps = idemkey_core::ActorCaps::new().max_records(10_000).max_bytes(64 << 20);
 /// assert!(!caps.is_unlimited());
 /// ```

@@ -18,7 +18,7 @@ pub const SECRET_LEN: usize = 32;
 /// expiry, so a re-execution repeats each external call under the same key.
 ///
 /// ```
-/// use idemkey_core::{DerivedKeys, RecordId};
+/// use idemkey_core::{DerivedKeys, RecordId}; // `idemkey::{...}` with the facade
 ///
 /// let keys = DerivedKeys::new(b"server secret".as_slice(), RecordId::new());
 /// assert_eq!(keys.key("send-email"), keys.key("send-email"));

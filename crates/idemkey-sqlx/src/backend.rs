@@ -36,8 +36,8 @@ pub(crate) use sealed::Sealed;
 /// A database idemkey can store records in: SQLite or PostgreSQL.
 ///
 /// Each statement runs on the connection it is given: the store's own short transactions in
-/// lease mode, or the caller's transaction in atomic mode. Sealed: implemented by this crate
-/// for [`sqlx::Sqlite`] and [`sqlx::Postgres`].
+/// lease mode, or the caller's transaction in atomic mode. Sealed: implemented by the SQL
+/// stores only, for [`sqlx::Sqlite`] and [`sqlx::Postgres`].
 pub trait Backend: Database + Sealed {
     /// What a store of this backend is configured with beyond its pool (PostgreSQL: how
     /// atomic claims wait for a concurrent claim; SQLite: nothing).
@@ -92,7 +92,7 @@ pub trait Backend: Database + Sealed {
         scope: &Scope,
     ) -> impl Future<Output = Result<Option<Record>>> + Send;
 
-    /// Claims the scope, or returns its live record (see [`idemkey_core::Store::try_claim`]).
+    /// Claims the scope, or returns its live record (see [`Store::try_claim`](idemkey_core::Store::try_claim)).
     fn try_claim(
         conn: &mut Self::Connection,
         request: &ClaimRequest,
@@ -128,39 +128,39 @@ pub trait Backend: Database + Sealed {
         std::future::ready(Folded::Unsupported)
     }
 
-    /// See [`idemkey_core::Store::reclaim`].
+    /// See [`Store::reclaim`](idemkey_core::Store::reclaim).
     fn reclaim(
         conn: &mut Self::Connection,
         request: &ClaimRequest,
         seen: &Record,
     ) -> impl Future<Output = Result<Option<Claim>>> + Send;
 
-    /// See [`idemkey_core::Store::complete`].
+    /// See [`Store::complete`](idemkey_core::Store::complete).
     fn complete(
         conn: &mut Self::Connection,
         claim: &Claim,
         response: &StoredResponse,
     ) -> impl Future<Output = Result<()>> + Send;
 
-    /// See [`idemkey_core::Store::release`].
+    /// See [`Store::release`](idemkey_core::Store::release).
     fn release(
         conn: &mut Self::Connection,
         claim: &Claim,
     ) -> impl Future<Output = Result<()>> + Send;
 
-    /// See [`idemkey_core::Store::discard`].
+    /// See [`Store::discard`](idemkey_core::Store::discard).
     fn discard(
         conn: &mut Self::Connection,
         claim: &Claim,
     ) -> impl Future<Output = Result<()>> + Send;
 
-    /// See [`idemkey_core::Store::extend`].
+    /// See [`Store::extend`](idemkey_core::Store::extend).
     fn extend(
         conn: &mut Self::Connection,
         claim: &mut Claim,
     ) -> impl Future<Output = Result<()>> + Send;
 
-    /// See [`idemkey_core::Store::forget`].
+    /// See [`Store::forget`](idemkey_core::Store::forget).
     fn forget(
         conn: &mut Self::Connection,
         scope: &Scope,
@@ -173,7 +173,7 @@ pub trait Backend: Database + Sealed {
         version: &str,
     ) -> impl Future<Output = Result<bool>> + Send;
 
-    /// See [`idemkey_core::Store::sweep`].
+    /// See [`Store::sweep`](idemkey_core::Store::sweep).
     fn sweep(conn: &mut Self::Connection, batch: u32) -> impl Future<Output = Result<u64>> + Send;
 
     /// What `actor` keeps in the store: its live records and their stored bytes (per-actor
@@ -220,7 +220,7 @@ pub trait Backend: Database + Sealed {
     fn note_error(_error: &dyn DatabaseError) {}
 
     /// What a failed `COMMIT` means: on a networked database a lost reply is
-    /// [`idemkey_core::Error::OutcomeUnknown`].
+    /// [`Error::OutcomeUnknown`](idemkey_core::Error::OutcomeUnknown).
     fn commit_error(error: sqlx::Error) -> idemkey_core::Error {
         crate::error::store_error::<Self>(error)
     }

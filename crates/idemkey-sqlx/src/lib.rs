@@ -35,7 +35,7 @@
 //! # }).unwrap();
 //! ```
 //!
-//! Lease mode uses the same stores through [`idemkey_core::Store`].
+//! Lease mode uses the same stores through [`Store`](idemkey_core::Store).
 //!
 //! | feature | what it enables |
 //! | --- | --- |

@@ -13,7 +13,7 @@ use crate::Actor;
 ///
 /// ```
 /// use http::request::Parts;
-/// use idemkey_tower::Config;
+/// use idemkey_tower::Config; // `idemkey::Config` with the facade
 ///
 /// #[derive(Clone)]
 /// struct User {

@@ -15,13 +15,17 @@ use crate::{
 /// One MiB, the default request body and response storage limit.
 const MIB: usize = 1024 * 1024;
 
-/// Settings of one [`IdempotencyLayer`](crate::IdempotencyLayer). Every field has the
-/// documented default (docs/behaviour.md); change them with the `#[must_use]` builder methods of the same name.
+/// Settings of one [`IdempotencyLayer`](crate::IdempotencyLayer), or of an atomic-mode layer
+/// (which holds no lease, so the lease settings do not apply to it). Every field has the
+/// documented default; change them with the `#[must_use]` builder methods of the same name,
+/// and apply them with [`IdempotencyLayer::with_config`](crate::IdempotencyLayer::with_config).
 ///
 /// ```
 /// use std::time::Duration;
 /// use http::StatusCode;
-/// use idemkey_tower::{Config, DefaultOperation};
+/// // With the facade: `use idemkey::{Config, DefaultOperation, IdempotencyLayer, MemoryStore};`
+/// use idemkey_core::MemoryStore;
+/// use idemkey_tower::{Config, DefaultOperation, IdempotencyLayer};
 ///
 /// let config = Config::default()
 ///     .operation(DefaultOperation::new("v2").compatible_with("v1"))
@@ -30,6 +34,9 @@ const MIB: usize = 1024 * 1024;
 ///     .secret(b"from the environment".as_slice());
 /// assert_eq!(config.retention, Duration::from_secs(24 * 3600));
 /// assert!(config.secret.is_some());
+///
+/// let layer = IdempotencyLayer::with_config(MemoryStore::new(), config);
+/// assert_eq!(layer.config().wait_in_flight, Some(Duration::from_secs(5)));
 /// ```
 #[derive(Clone)]
 pub struct Config {

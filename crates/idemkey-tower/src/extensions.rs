@@ -7,7 +7,7 @@
 /// answered 401: keys are never scoped globally (behaviour [§3](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#3-scope), [§11](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#11-security)).
 ///
 /// ```
-/// use idemkey_tower::Actor;
+/// use idemkey_tower::Actor; // `idemkey::Actor` with the facade
 ///
 /// let mut request = http::Request::new(());
 /// request.extensions_mut().insert(Actor::new("tenant-42"));
@@ -39,7 +39,7 @@ impl Actor {
 ///
 /// ```
 /// use axum::{Extension, http::StatusCode, response::IntoResponse};
-/// use idemkey_tower::NotExecuted;
+/// use idemkey_tower::NotExecuted; // `idemkey::NotExecuted` with the facade
 ///
 /// async fn handler() -> impl IntoResponse {
 ///     (StatusCode::BAD_REQUEST, Extension(NotExecuted), "title is required")

@@ -10,7 +10,8 @@ use http::Response;
 
 type BoxFuture<E> = Pin<Box<dyn Future<Output = Result<Response<Body>, E>> + Send + 'static>>;
 
-/// Response future for [`Idempotency`](crate::Idempotency) and, with feature `sqlx`,
+/// Response future for [`Idempotency`](crate::Idempotency) and, in atomic mode (feature `sqlx`
+/// of idemkey-tower; `sqlite` or `postgres` of the `idemkey` facade),
 /// [`AtomicIdempotency`](crate::atomic::AtomicIdempotency).
 pub struct ResponseFuture<E> {
     inner: BoxFuture<E>,

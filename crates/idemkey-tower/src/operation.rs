@@ -9,6 +9,7 @@ use idemkey_core::Operation;
 /// Implemented by [`DefaultOperation`] and by every `Fn(&Parts) -> Operation` closure:
 ///
 /// ```
+/// // With the facade: `use idemkey::{Config, Operation};`
 /// use idemkey_core::Operation;
 /// use idemkey_tower::Config;
 ///

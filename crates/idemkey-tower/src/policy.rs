@@ -14,6 +14,7 @@ use crate::NotExecuted;
 ///
 /// ```
 /// use http::response::Parts;
+/// // With the facade: `use idemkey::{Config, StatusPolicy, Verdict};`
 /// use idemkey_core::{StatusPolicy, Verdict};
 /// use idemkey_tower::Config;
 ///

@@ -29,6 +29,7 @@ pub async fn sweep_all<S: Store>(store: &S) -> idemkey_core::Result<u64> {
 /// ```
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
 /// use std::time::Duration;
+/// // With the facade: `use idemkey::{MemoryStore, tower::Sweeper};` (or its `SqliteStore`...).
 /// use idemkey_core::MemoryStore;
 /// use idemkey_tower::Sweeper;
 ///

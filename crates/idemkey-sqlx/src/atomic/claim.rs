@@ -121,7 +121,7 @@ impl<DB: Backend> SqlxStore<DB> {
     /// Lease mode's completion in the caller's own transaction (behaviour [§8a](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8a-external-effects-lease-mode)): stores the
     /// response in the claim's record as `tx`'s last statement and commits, so what the
     /// caller wrote in `tx` commits with it or not at all. Fails with
-    /// [`idemkey_core::Error::Fenced`] if the lease was lost meanwhile; on any failure before the commit
+    /// [`Error::Fenced`](idemkey_core::Error::Fenced) if the lease was lost meanwhile; on any failure before the commit
     /// `tx` is rolled back before this returns, so that (on SQLite) the writer is free for
     /// the claim's release.
     pub async fn complete_in(

@@ -28,7 +28,7 @@ pub trait AtomicResponse {
     }
     /// Whether the response commits (with its record) under `policy`; otherwise everything
     /// rolls back. Defaults to: not [`Self::not_executed`], and stored by `policy`. A response
-    /// that knows its own verdict (idemkey-tower's, decided by the application's policy)
+    /// that knows its own verdict (the layer's, decided by the application's policy)
     /// overrides this.
     fn stored(&self, policy: StatusPolicy) -> bool {
         !self.not_executed() && policy.stores(self.status())

@@ -1,5 +1,6 @@
-//! Atomic mode for axum (feature `sqlx`): the claim, the handler's writes and the stored
-//! response commit in one transaction (behaviour [§8](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8-atomic-mode)).
+//! Atomic mode for axum (feature `sqlx` of idemkey-tower; `sqlite` or `postgres` with `axum`
+//! of the `idemkey` facade): the claim, the handler's writes and the stored response commit
+//! in one transaction (behaviour [§8](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8-atomic-mode)).
 //!
 //! [`AtomicIdempotencyLayer`] opens a write transaction for each keyed request and claims the
 //! scope as its first statement; the handler takes the transaction with the [`Tx`] extractor
@@ -11,6 +12,7 @@
 //!
 //! ```no_run
 //! use axum::{Router, routing::post, http::StatusCode};
+//! // With the facade: `idemkey::SqliteStore`, `idemkey::atomic::{...}`, `idemkey::sqlx::Sqlite`.
 //! use idemkey_sqlx::SqliteStore;
 //! use idemkey_tower::atomic::{AtomicIdempotencyLayer, DbError, Tx};
 //! use sqlx::Sqlite;

@@ -10,7 +10,8 @@
 //!   the turns and the executions of this process, which answer their duplicates;
 //! - `execute`: the handler under the claim, its lease renewed by `heartbeat`;
 //! - `settle`: the record completed, released or discarded, in the store or, with
-//!   [`IdempotencyLayer::transactional`] (feature `sqlx`), in the handler's transaction
+//!   [`IdempotencyLayer::transactional`] (feature `sqlx` of idemkey-tower; `sqlite` or
+//!   `postgres` of the `idemkey` facade), in the handler's transaction
 //!   (`transactions`, `transactional`).
 
 mod begin;
