@@ -136,6 +136,11 @@ pub use idemkey_core::*;
 pub mod behaviour;
 pub mod problems;
 
+// The README (the crate's page) shows complete programs: compiled here so they stay complete.
+#[cfg(all(doctest, feature = "axum", feature = "sqlite"))]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 #[cfg(feature = "axum")]
 pub use idemkey_tower::{
     Actor, Config, DefaultOperation, Idempotency, IdempotencyLayer, MakeOperation, NotExecuted,
