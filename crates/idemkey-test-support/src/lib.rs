@@ -4,8 +4,11 @@
 //! on sockets ([`raw`], [`storm`], [`relay`]).
 //!
 //! The binary under test is always the caller's: pass `env!("CARGO_BIN_EXE_idemkey")`.
-//! A server a test needs but cannot find (PostgreSQL, Redis, Valkey) is a loud `SKIPPED`
-//! locally and a failure when `CI` is set.
+//!
+//! A test that needs a server it does not start (PostgreSQL, Redis), a program (Valkey) or
+//! root says so, `#[idemkey_test_support::test(needs = [postgres])]` ([`needs::Need`]), and
+//! its binary runs on [`trials::main`]: where the need is missing the test is counted as
+//! ignored, with the reason, and when `CI` is set it runs and fails instead.
 // A helper that cannot do its job fails the test that called it: unwrapping is how it says so.
 #![allow(clippy::unwrap_used)]
 
@@ -13,6 +16,7 @@
 pub mod db;
 #[cfg(feature = "http")]
 pub mod load;
+pub mod needs;
 #[cfg(feature = "http")]
 pub mod notes;
 #[cfg(feature = "sql")]
@@ -26,6 +30,26 @@ pub mod relay;
 #[cfg(feature = "http")]
 pub mod serve;
 pub mod storm;
+pub mod trials;
+
+/// Registers a test for [`trials::main`], with what it needs: `tokio::test`'s arguments
+/// (`flavor = "multi_thread", worker_threads = 2`) and `needs = [postgres, redis, ...]`, each
+/// a [`needs::Need`] in snake case. It works on `fn`s and `async fn`s.
+///
+/// ```ignore
+/// #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
+/// async fn two_instances_share_one_database() {
+///     let url = idemkey_test_support::pg::url();
+///     // ...
+/// }
+/// ```
+pub use idemkey_test_macros::test;
+
+/// What the expansion of [`test`] names.
+#[doc(hidden)]
+pub mod __private {
+    pub use linkme;
+}
 
 /// Polls `check` every 10 ms until it holds; panics after `limit` polls, so a broken test
 /// fails rather than hangs. Nothing is asserted about how long it took.
@@ -41,22 +65,4 @@ where
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     panic!("never happened: {what}");
-}
-
-/// What a test needs, from the variable `env`, else from `found`. Neither: a failure in CI
-/// (`CI` set), where these tests must run, or a loud `SKIPPED` and `None` elsewhere.
-pub fn required(
-    env: &str,
-    found: impl FnOnce() -> Option<String>,
-    (missing, example): (&str, &str),
-) -> Option<String> {
-    if let Some(value) = std::env::var(env).ok().or_else(found) {
-        return Some(value);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{env} is not set and {missing}: these tests must run in CI"
-    );
-    eprintln!("SKIPPED: {env} is not set and {missing}; set {env}={example} to run these tests");
-    None
 }

@@ -1,55 +1,15 @@
 //! `redis-server` processes of a test's own, a three-master cluster of them, a TLS server
 //! with its certificates, and the standalone server the Redis tests run against.
 
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use crate::required;
-
-/// The variable naming the standalone server the tests run against.
-pub const URL_ENV: &str = "IDEMKEY_TEST_REDIS_URL";
-/// The standalone server used when [`URL_ENV`] is not set and one answers here.
-pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
-
-/// The standalone server's URL: [`URL_ENV`], else [`DEFAULT_URL`] if a server answers.
-/// Neither: `None` after a loud `SKIPPED`, or a failure in CI (`CI` set).
-pub fn standalone_url() -> Option<String> {
-    required(
-        URL_ENV,
-        || answers(6379).then(|| DEFAULT_URL.to_owned()),
-        ("nothing answers at 127.0.0.1:6379", "redis://HOST:PORT"),
-    )
-}
-
-/// The variable naming a Valkey 8+ server program for the Valkey tests.
-pub const VALKEY_ENV: &str = "IDEMKEY_TEST_VALKEY_SERVER";
-
-/// The Valkey server program: [`VALKEY_ENV`], else `valkey-server` if it is on the `PATH`.
-/// Neither: `None` after a loud `SKIPPED`, or a failure in CI (`CI` set).
-pub fn valkey_program() -> Option<String> {
-    let on_path = || {
-        Command::new("valkey-server")
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|status| status.success())
-            .then(|| "valkey-server".to_owned())
-    };
-    required(
-        VALKEY_ENV,
-        on_path,
-        ("no valkey-server is on the PATH", "/path/to/valkey-server"),
-    )
-}
-
-fn answers(port: u16) -> bool {
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    TcpStream::connect_timeout(&addr, Duration::from_millis(300)).is_ok()
-}
+pub use crate::needs::{
+    REDIS_URL_ENV as URL_ENV, VALKEY_ENV, redis_url as standalone_url, valkey_program,
+};
 
 /// A port free now, whose cluster bus port (+10000) is free too.
 pub fn free_port() -> u16 {

@@ -187,7 +187,7 @@ fn runtime() -> tokio::runtime::Runtime {
 
 /// Every create answered with an endless body: each is read up to the limit and counted as
 /// an error (status 0, no answer), and the run completes with its report.
-#[test]
+#[idemkey_test_support::test]
 fn endless_bodies_are_errors_and_the_run_ends() {
     let runtime = runtime();
     let addr = start(&runtime, Hostile::EndlessBody);
@@ -219,7 +219,7 @@ fn endless_bodies_are_errors_and_the_run_ends() {
 
 /// The replay workload's first create (a setup request) is bounded too: the run fails with
 /// one error line naming the limit.
-#[test]
+#[idemkey_test_support::test]
 fn an_endless_body_fails_the_replay_setup() {
     let runtime = runtime();
     let addr = start(&runtime, Hostile::EndlessBody);
@@ -234,7 +234,7 @@ fn an_endless_body_fails_the_replay_setup() {
 
 /// The storm's creates are answered well, its counting `GET /v1/notes` with a list that
 /// never ends: read up to its own limit, then the run fails naming it.
-#[test]
+#[idemkey_test_support::test]
 fn an_endless_listing_fails_the_storm_check() {
     let runtime = runtime();
     let addr = start(&runtime, Hostile::EndlessListing);

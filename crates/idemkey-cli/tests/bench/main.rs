@@ -7,3 +7,7 @@ mod runs;
 
 /// The binary under test.
 const IDEMKEY: &str = env!("CARGO_BIN_EXE_idemkey");
+
+fn main() -> std::process::ExitCode {
+    idemkey_test_support::trials::main()
+}

@@ -61,7 +61,7 @@ fn ratio<'a>(report: &'a Value, starts_with: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no ratio {starts_with:?} in {report}"))
 }
 
-#[test]
+#[idemkey_test_support::test]
 fn http_workloads_on_a_self_started_sqlite_server() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("report.json");
@@ -112,7 +112,7 @@ fn http_workloads_on_a_self_started_sqlite_server() {
     }
 }
 
-#[test]
+#[idemkey_test_support::test]
 fn ceiling_and_layer_run_without_errors() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("report.json");
@@ -144,11 +144,9 @@ fn ceiling_and_layer_run_without_errors() {
     assert!(ratio(&report, "lease create / raw two-row").is_object());
 }
 
-#[test]
+#[idemkey_test_support::test(needs = [postgres])]
 fn postgres_gets_a_schema_of_its_own() {
-    let Some(url) = idemkey_core::testkit::pg_url() else {
-        return;
-    };
+    let url = idemkey_test_support::pg::url();
     let output = bench(&[
         "create",
         "storm",
@@ -172,7 +170,7 @@ fn postgres_gets_a_schema_of_its_own() {
     assert!(stdout.contains("storm: keys with exactly one note"));
 }
 
-#[test]
+#[idemkey_test_support::test]
 fn bad_arguments_are_one_line_and_exit_2() {
     for args in [
         &["--concurrency", "0"][..],

@@ -106,18 +106,14 @@ pub(crate) struct App {
 
 impl App {
     /// Starts the service for `backend` in `mode` with a `lease`, as `idemkey serve` runs it
-    /// (lease mode completes in the note's transaction); `None` without PostgreSQL.
-    pub(crate) async fn start(backend: Backend, mode: Mode, lease: Duration) -> Option<Self> {
+    /// (lease mode completes in the note's transaction).
+    pub(crate) async fn start(backend: Backend, mode: Mode, lease: Duration) -> Self {
         Self::start_with(backend, mode, lease, false).await
     }
 
     /// The same, lease mode storing the response in the store's own transaction after the
     /// note's (`--separate-completion`): the path of behaviour §10's completion retries.
-    pub(crate) async fn start_separate(
-        backend: Backend,
-        mode: Mode,
-        lease: Duration,
-    ) -> Option<Self> {
+    pub(crate) async fn start_separate(backend: Backend, mode: Mode, lease: Duration) -> Self {
         Self::start_with(backend, mode, lease, true).await
     }
 
@@ -126,9 +122,9 @@ impl App {
         mode: Mode,
         lease: Duration,
         separate_completion: bool,
-    ) -> Option<Self> {
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let db = Db::create(backend, dir.path()).await?;
+        let db = Db::create(backend, dir.path()).await;
         let faults = Arc::new(Faults::default());
         let config = NotesConfig {
             tokens: vec![("alice".into(), ALICE.into())],
@@ -148,13 +144,13 @@ impl App {
             }
         };
         let client = reqwest::Client::new();
-        Some(Self {
+        Self {
             addr,
             db,
             faults,
             client,
             _dir: dir,
-        })
+        }
     }
 
     /// POSTs a note titled `title` under `key`.

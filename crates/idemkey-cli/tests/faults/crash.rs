@@ -29,62 +29,62 @@ use crate::IDEMKEY;
 use crate::campaign::{self, Plan, Receipt, Shared};
 use crate::rng::Rng;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_campaign_sqlite_atomic() {
     run(Backend::Sqlite, "atomic", &[]).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_campaign_sqlite_atomic_claim_first() {
     run(Backend::Sqlite, "atomic", &["--strategy", "claim-first"]).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_campaign_sqlite_atomic_no_lookup() {
     run(Backend::Sqlite, "atomic", &["--no-lookup"]).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_campaign_sqlite_lease() {
     run(Backend::Sqlite, "lease", &[]).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_campaign_sqlite_lease_separate_completion() {
     run(Backend::Sqlite, "lease", &["--separate-completion"]).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn crash_campaign_postgres_atomic() {
     run(Backend::Postgres, "atomic", &[]).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn crash_campaign_postgres_atomic_claim_first() {
     run(Backend::Postgres, "atomic", &["--strategy", "claim-first"]).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn crash_campaign_postgres_atomic_no_lookup() {
     run(Backend::Postgres, "atomic", &["--no-lookup"]).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn crash_campaign_postgres_lease() {
     run(Backend::Postgres, "lease", &[]).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn crash_campaign_postgres_lease_separate_completion() {
     run(Backend::Postgres, "lease", &["--separate-completion"]).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_campaign_sqlite_lease_redis_records() {
     run_on_redis(Backend::Sqlite).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn crash_campaign_postgres_lease_redis_records() {
     run_on_redis(Backend::Postgres).await;
 }
@@ -102,9 +102,7 @@ async fn run_on_redis(backend: Backend) {
 async fn run(backend: Backend, mode: &str, extra: &[&str]) {
     let plan = Plan::from_env();
     let dir = tempfile::tempdir().unwrap();
-    let Some(db) = Db::create(backend, dir.path()).await else {
-        return;
-    };
+    let db = Db::create(backend, dir.path()).await;
     let name = format!("{backend:?} {mode} {}", extra.join(" "));
     eprintln!(
         "crash campaign {name}: seed={} clients={} keys={} kills={} (replay with IDEMKEY_CRASH_SEED={})",

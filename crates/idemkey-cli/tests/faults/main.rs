@@ -2,8 +2,8 @@
 //! and lost PostgreSQL replies, a restarted PostgreSQL, a read-only or full SQLite disk, stale
 //! owners frozen past their lease, and the crash campaign's random SIGKILLs.
 //!
-//! Tests that need root, ext4 or PostgreSQL's server binaries keep their own guards: without
-//! them they are skipped loudly (`sqlite` and `pg_restart` fail instead when `CI` is set).
+//! Tests that need PostgreSQL, root, ext4 or PostgreSQL's server binaries say so
+//! (`needs = [...]`): without them they are ignored, and they fail when `CI` is set.
 #![allow(clippy::unwrap_used)]
 
 mod app;
@@ -21,3 +21,7 @@ mod store;
 
 /// The binary under test.
 const IDEMKEY: &str = env!("CARGO_BIN_EXE_idemkey");
+
+fn main() -> std::process::ExitCode {
+    idemkey_test_support::trials::main()
+}

@@ -21,7 +21,7 @@ const IN_TRANSACTION: &str = "state = 'idle in transaction'";
 /// The pool's idle connections, one of which the next statement will take.
 const IDLE: &str = "state = 'idle'";
 
-async fn app(mode: Mode) -> Option<App> {
+async fn app(mode: Mode) -> App {
     App::start(Backend::Postgres, mode, LEASE).await
 }
 
@@ -50,11 +50,9 @@ async fn nothing_left_then_once(app: &App, key: &str) {
     assert_eq!(app.notes(key).await, [id], "{key}: one note");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn atomic_drop_before_complete_is_503_and_leaves_nothing() {
-    let Some(app) = app(Mode::Atomic).await else {
-        return;
-    };
+    let app = app(Mode::Atomic).await;
     let key = "drop-before-complete";
     let answer = dropped_at(&app, key, Point::BeforeComplete, IN_TRANSACTION).await;
     assert_eq!(answer.status(), 503);
@@ -64,11 +62,9 @@ async fn atomic_drop_before_complete_is_503_and_leaves_nothing() {
 
 /// The commit's reply is lost: the client is told the outcome is unknown. (The connection
 /// died before `COMMIT` reached the server, so here it did not commit.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn atomic_drop_at_commit_is_500_outcome_unknown() {
-    let Some(app) = app(Mode::Atomic).await else {
-        return;
-    };
+    let app = app(Mode::Atomic).await;
     let key = "drop-at-commit";
     let answer = dropped_at(&app, key, Point::BeforeCommit, IN_TRANSACTION).await;
     assert_eq!(answer.status(), 500);
@@ -78,11 +74,9 @@ async fn atomic_drop_at_commit_is_500_outcome_unknown() {
 
 /// The connection dies while the note's insert waits inside the database: the handler fails,
 /// its rollback cannot reach the server either, and nothing is left.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn atomic_drop_during_the_business_write_leaves_nothing() {
-    let Some(app) = app(Mode::Atomic).await else {
-        return;
-    };
+    let app = app(Mode::Atomic).await;
     let key = "drop-during-write";
     let answer = dropped_during_write(&app, key).await;
     assert_eq!(answer.status(), 500);
@@ -93,11 +87,9 @@ async fn atomic_drop_during_the_business_write_leaves_nothing() {
 /// Lease mode: the connection the claim (a statement that commits on its own) is about to
 /// run on drops. Nothing ran, so 503, not `outcome-unknown`; nothing was claimed, and the
 /// retry executes.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn lease_drop_at_the_claim_is_503() {
-    let Some(app) = app(Mode::Lease).await else {
-        return;
-    };
+    let app = app(Mode::Lease).await;
     let key = "lease-drop-at-claim";
     let mut answer = dropped_at(&app, key, Point::BeforeClaim, IDLE).await;
     // Every idle pooled connection was dropped, and each fails its next statement once (the
@@ -124,11 +116,9 @@ async fn lease_drop_at_the_claim_is_503() {
 
 /// Lease mode, `--separate-completion`: every pooled connection drops while the response is
 /// about to be stored; the completion is retried on a new connection, and the key replays.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn lease_drop_before_complete_is_retried_on_a_new_connection() {
-    let Some(app) = App::start_separate(Backend::Postgres, Mode::Lease, LEASE).await else {
-        return;
-    };
+    let app = App::start_separate(Backend::Postgres, Mode::Lease, LEASE).await;
     let key = "lease-drop-before-complete";
     let answer = dropped_at(&app, key, Point::BeforeComplete, "state = 'idle'").await;
     let id = created_id(answer).await;
@@ -141,11 +131,9 @@ async fn lease_drop_before_complete_is_retried_on_a_new_connection() {
 
 /// Lease mode: the business write's connection dies; the claim is released (on another
 /// connection), and the retry executes once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn lease_drop_during_the_business_write_releases_the_claim() {
-    let Some(app) = app(Mode::Lease).await else {
-        return;
-    };
+    let app = app(Mode::Lease).await;
     let key = "lease-drop-during-write";
     let answer = dropped_during_write(&app, key).await;
     assert_eq!(answer.status(), 500);
@@ -159,11 +147,9 @@ async fn lease_drop_during_the_business_write_releases_the_claim() {
 /// Lease mode as served: the note's transaction's connection drops before the response is
 /// stored in it. Nothing committed: 503, the claim released on another connection, and the
 /// retry executes once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn lease_drop_before_the_completion_in_the_notes_transaction_releases() {
-    let Some(app) = app(Mode::Lease).await else {
-        return;
-    };
+    let app = app(Mode::Lease).await;
     let key = "lease-tx-drop-before-complete";
     let answer = dropped_at(&app, key, Point::BeforeComplete, IN_TRANSACTION).await;
     assert_eq!(answer.status(), 503);
@@ -178,11 +164,9 @@ async fn lease_drop_before_the_completion_in_the_notes_transaction_releases() {
 /// record completed in it). The client is told the outcome is unknown; the record is left to
 /// its lease, since the commit might have landed. (Here it did not: after the lease the
 /// retry executes, once, with the same note id, derived from the record.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn lease_drop_at_the_commit_of_the_notes_transaction_is_outcome_unknown() {
-    let Some(app) = app(Mode::Lease).await else {
-        return;
-    };
+    let app = app(Mode::Lease).await;
     let key = "lease-tx-drop-at-commit";
     let answer = dropped_at(&app, key, Point::BeforeCommit, IN_TRANSACTION).await;
     assert_eq!(answer.status(), 500);

@@ -47,8 +47,8 @@ struct Fixture {
     client: reqwest::Client,
 }
 
-async fn start(args: &[&str]) -> Option<Fixture> {
-    let base = idemkey_test_support::pg::url()?;
+async fn start(args: &[&str]) -> Fixture {
+    let base = idemkey_test_support::pg::url();
     let schema = Schema::create(&base).await;
     let relay = Relay::start(upstream(&base)).await;
     let url = via_relay(&schema.url(), relay.addr);
@@ -61,7 +61,7 @@ async fn start(args: &[&str]) -> Option<Fixture> {
     };
     // Connections, statements and the derived-key secret are in place before the fault.
     assert_eq!(fixture.post("warm-up").await.status(), 201);
-    Some(fixture)
+    fixture
 }
 
 impl Fixture {
@@ -97,9 +97,7 @@ async fn id_of(response: reqwest::Response) -> String {
 }
 
 async fn commit_reply_lost(strategy: &str) {
-    let Some(app) = start(&["--mode", "atomic", "--strategy", strategy]).await else {
-        return;
-    };
+    let app = start(&["--mode", "atomic", "--strategy", strategy]).await;
     app.relay.arm(Trigger::ReplyTo(simple_query("COMMIT")));
     let lost = app.post("lost-commit").await;
     assert_eq!(app.relay.lost(), 1, "the COMMIT's reply was dropped");
@@ -122,21 +120,19 @@ async fn commit_reply_lost(strategy: &str) {
     assert_eq!(app.notes_titled("lost-commit").await, 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn atomic_commit_time_commit_reply_lost_is_outcome_unknown_then_replays() {
     commit_reply_lost("commit-time").await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn atomic_claim_first_commit_reply_lost_is_outcome_unknown_then_replays() {
     commit_reply_lost("claim-first").await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn lease_note_insert_reply_lost_then_the_retry_finds_the_note() {
-    let Some(app) = start(&["--mode", "lease", "--separate-completion"]).await else {
-        return;
-    };
+    let app = start(&["--mode", "lease", "--separate-completion"]).await;
     // A new key's statements: the lookup, the claim (`INSERT 0 1`), the note's insert
     // (`INSERT 0 1`, committing on its own), the completion. Lose the note insert's reply.
     app.relay

@@ -6,7 +6,7 @@
 //! healthy: its pool recovered on its own.
 //!
 //! Needs PostgreSQL's server binaries (`/usr/lib/postgresql/*/bin`) and, as root, the
-//! `postgres` user to run them. Missing: skipped loudly outside CI, a failure in CI.
+//! `postgres` user to run them. Missing: the tests are ignored outside CI, and fail in CI.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -14,6 +14,7 @@ use std::process::Command;
 
 use idemkey_test_support::db::by_title;
 use idemkey_test_support::load::{self, Receipts};
+use idemkey_test_support::needs::pg_server_bin;
 use idemkey_test_support::notes::{ALICE, create};
 use idemkey_test_support::serve::Serve;
 
@@ -29,48 +30,25 @@ struct Cluster {
     port: u16,
 }
 
-fn server_bin() -> Option<PathBuf> {
-    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .ok()?
-        .filter_map(|entry| Some(entry.ok()?.path().join("bin")))
-        .filter(|bin| bin.join("initdb").exists())
-        .collect();
-    found.sort();
-    found.pop()
-}
-
-fn skip(why: &str) -> Option<Cluster> {
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{why}: the PostgreSQL restart test must run in CI"
-    );
-    eprintln!("SKIPPED: {why}");
-    None
-}
-
 impl Cluster {
-    fn start() -> Option<Self> {
-        let Some(bin) = server_bin() else {
-            return skip("no PostgreSQL server binaries under /usr/lib/postgresql");
-        };
+    fn start() -> Self {
+        let bin = pg_server_bin().expect("PostgreSQL server binaries under /usr/lib/postgresql");
         let dir = tempfile::tempdir().unwrap();
         // initdb refuses to run as root: the data directory belongs to `postgres`.
         Command::new("chown")
             .arg("postgres")
             .arg(dir.path())
             .status()
-            .ok()?;
+            .unwrap();
         let port = free_port();
         let cluster = Self { bin, dir, port };
         let init = cluster.as_postgres("initdb", &["-A", "trust", "-U", "postgres", "--no-sync"]);
-        if !init {
-            return skip("initdb failed (is there a `postgres` user?)");
-        }
+        assert!(init, "initdb failed (is there a `postgres` user?)");
         assert!(
             cluster.pg_ctl(&["start"]),
             "the private PostgreSQL did not start"
         );
-        Some(cluster)
+        cluster
     }
 
     fn data(&self) -> PathBuf {
@@ -144,9 +122,7 @@ async fn notes(url: &str) -> BTreeMap<String, Vec<String>> {
 }
 
 async fn restarted_mid_load(mode: &[&str]) {
-    let Some(cluster) = Cluster::start() else {
-        return;
-    };
+    let cluster = Cluster::start();
     let server = Serve::start(IDEMKEY, &cluster.url(), mode);
     let receipts = Receipts::default();
     let bases = vec![server.url("")];
@@ -195,12 +171,12 @@ async fn restarted_mid_load(mode: &[&str]) {
     assert_eq!(health.status(), 200);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [pg_server])]
 async fn postgres_crash_restarted_twice_mid_load_atomic() {
     restarted_mid_load(&["--mode", "atomic"]).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [pg_server])]
 async fn postgres_crash_restarted_twice_mid_load_lease() {
     // A claim whose release failed while the database was down holds its key until its
     // lease ends (behaviour §10): a short lease keeps the test short.

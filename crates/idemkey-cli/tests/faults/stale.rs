@@ -24,22 +24,22 @@ use crate::IDEMKEY;
 
 const KEY: &str = "stale-owner";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn a_frozen_owners_late_completion_is_fenced_off() {
     stale_owner(false, SEPARATE).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn a_frozen_owners_late_release_is_fenced_off() {
     stale_owner(true, SEPARATE).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn a_frozen_owners_note_transaction_rolls_back_at_its_completion() {
     stale_owner(false, IN_TRANSACTION).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn a_frozen_owners_late_release_is_fenced_off_as_served() {
     stale_owner(true, IN_TRANSACTION).await;
 }
@@ -82,9 +82,7 @@ async fn hold_first_executor(db: &Db, fail_after: bool) -> (PgConnection, i64) {
 
 async fn stale_owner(fail_after: bool, separate: bool) {
     let dir = tempfile::tempdir().unwrap();
-    let Some(db) = Db::create(Backend::Postgres, dir.path()).await else {
-        return;
-    };
+    let db = Db::create(Backend::Postgres, dir.path()).await;
     let mut args = vec!["--mode", "lease", "--lease", "1s", "--secret", "shared"];
     if separate {
         args.push("--separate-completion");

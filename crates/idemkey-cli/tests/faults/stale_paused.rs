@@ -100,11 +100,11 @@ async fn send(addr: SocketAddr) -> (u16, String, bool) {
 macro_rules! on_both_backends {
     ($($case:ident),* $(,)?) => {
         mod sqlite { $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $case() { super::$case(super::Backend::Sqlite).await }
         )* }
         mod postgres { $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
             async fn $case() { super::$case(super::Backend::Postgres).await }
         )* }
     };
@@ -125,9 +125,7 @@ async fn a_late_release_is_fenced_off(backend: Backend) {
 
 async fn stale(backend: Backend, point: Point, a_fails: bool) {
     let dir = tempfile::tempdir().unwrap();
-    let Some(db) = Db::create(backend, dir.path()).await else {
-        return;
-    };
+    let db = Db::create(backend, dir.path()).await;
     let faults = Arc::new(Faults::default());
     let (a, b) = (executor("A", a_fails), executor("B", false));
     let a_addr = start(&db, a.clone(), Some(faults.hook())).await;

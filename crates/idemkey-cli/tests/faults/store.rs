@@ -24,11 +24,11 @@ const LEASE: Duration = Duration::from_secs(4);
 macro_rules! on_both_backends {
     ($($case:ident),* $(,)?) => {
         mod sqlite { $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $case() { super::$case(super::Backend::Sqlite).await }
         )* }
         mod postgres { $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
             async fn $case() { super::$case(super::Backend::Postgres).await }
         )* }
     };
@@ -68,9 +68,7 @@ async fn executes_once(app: &App, key: &str) -> String {
 }
 
 async fn atomic_store_faults_are_503_and_leave_nothing(backend: Backend) {
-    let Some(app) = App::start(backend, Mode::Atomic, LEASE).await else {
-        return;
-    };
+    let app = App::start(backend, Mode::Atomic, LEASE).await;
     let points = [
         Point::AfterLookup,
         Point::BeforeClaim,
@@ -88,9 +86,7 @@ async fn atomic_store_faults_are_503_and_leave_nothing(backend: Backend) {
 }
 
 async fn atomic_failed_business_write_rolls_back(backend: Backend) {
-    let Some(app) = App::start(backend, Mode::Atomic, LEASE).await else {
-        return;
-    };
+    let app = App::start(backend, Mode::Atomic, LEASE).await;
     let key = "atomic-business-write";
     app.db.fail_inserts_titled(key).await;
     let failed = app.post(key, key).await;
@@ -105,9 +101,7 @@ async fn atomic_failed_business_write_rolls_back(backend: Backend) {
 }
 
 async fn lease_claim_faults_are_503_and_nothing_runs(backend: Backend) {
-    let Some(app) = App::start(backend, Mode::Lease, LEASE).await else {
-        return;
-    };
+    let app = App::start(backend, Mode::Lease, LEASE).await;
     // The claim is one statement that commits on its own: no `BeforeCommit` in lease mode.
     let key = "lease-BeforeClaim";
     app.faults.arm(Point::BeforeClaim, Action::Fail(1));
@@ -118,9 +112,7 @@ async fn lease_claim_faults_are_503_and_nothing_runs(backend: Backend) {
 }
 
 async fn lease_failed_business_write_releases_the_claim(backend: Backend) {
-    let Some(app) = App::start(backend, Mode::Lease, LEASE).await else {
-        return;
-    };
+    let app = App::start(backend, Mode::Lease, LEASE).await;
     let key = "lease-business-write";
     app.db.fail_inserts_titled(key).await;
     let failed = app.post(key, key).await;
@@ -135,9 +127,7 @@ async fn lease_failed_business_write_releases_the_claim(backend: Backend) {
 /// the key answers 409 while the lease lives, and after it a retry takes over and answers
 /// with the same note (its id is derived from the record), which is then stored.
 async fn lease_failed_complete_holds_the_key_only_until_the_lease_expires(backend: Backend) {
-    let Some(app) = App::start_separate(backend, Mode::Lease, LEASE).await else {
-        return;
-    };
+    let app = App::start_separate(backend, Mode::Lease, LEASE).await;
     let key = "lease-complete";
     app.faults
         .arm(Point::BeforeComplete, Action::Fail(usize::MAX));
@@ -152,9 +142,7 @@ async fn lease_failed_complete_holds_the_key_only_until_the_lease_expires(backen
 /// fault storing it or before its `COMMIT` rolls the note back, releases the claim and
 /// answers 503 (nothing the client was told about exists); the retry executes once.
 async fn lease_completion_faults_in_the_notes_transaction_roll_back_and_release(backend: Backend) {
-    let Some(app) = App::start(backend, Mode::Lease, LEASE).await else {
-        return;
-    };
+    let app = App::start(backend, Mode::Lease, LEASE).await;
     for point in [Point::BeforeComplete, Point::BeforeCommit] {
         let key = format!("lease-tx-{point:?}");
         app.faults.arm(point, Action::Fail(1));
@@ -171,9 +159,7 @@ async fn lease_completion_faults_in_the_notes_transaction_roll_back_and_release(
 
 /// Releasing fails after a failed business write: the claim stays until its lease expires.
 async fn lease_failed_release_holds_the_key_only_until_the_lease_expires(backend: Backend) {
-    let Some(app) = App::start_separate(backend, Mode::Lease, LEASE).await else {
-        return;
-    };
+    let app = App::start_separate(backend, Mode::Lease, LEASE).await;
     let key = "lease-release";
     app.db.fail_inserts_titled(key).await;
     app.faults

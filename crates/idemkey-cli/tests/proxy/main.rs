@@ -42,7 +42,7 @@ fn start(extra: &[&str]) -> Fixture {
 /// The seed's cases, through the proxy: a retry replays byte for byte; another body with the
 /// key is refused; actors are isolated; a rejected or failed request is not stored; a
 /// forgotten record executes again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_seed_cases_through_the_proxy() {
     let app = start(&[]);
     let items = app.proxy.url("/items");
@@ -169,17 +169,15 @@ async fn storm(upstream: &Upstream, proxies: &[&Proxy]) {
     assert_eq!(upstream.created().await, 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_storm_of_64_executes_once() {
     let app = start(&[]);
     storm(&app.upstream, &[&app.proxy]).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn two_proxies_on_postgres_execute_once() {
-    let Some(base) = pg::url() else {
-        return;
-    };
+    let base = pg::url();
     let schema = pg::Schema::create(&base).await;
     let upstream = Upstream::start();
     let a = Proxy::start(IDEMKEY, &upstream.url(), &schema.url(), &[]);
@@ -187,7 +185,7 @@ async fn two_proxies_on_postgres_execute_once() {
     storm(&upstream, &[&a, &b]).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_proxies_on_redis_execute_once() {
     let redis = RedisServer::start(&[]);
     let upstream = Upstream::start();
@@ -200,7 +198,7 @@ async fn two_proxies_on_redis_execute_once() {
 /// lost with the proxy. The restarted proxy takes the claim over once its lease ends and
 /// forwards again with the same derived key, which this upstream deduplicates on: one item,
 /// and the client learns its id.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_mid_request_then_restarted_no_duplicate_no_lost_answer() {
     let dir = tempfile::tempdir().unwrap();
     let upstream = Upstream::start();
@@ -245,7 +243,7 @@ async fn killed_mid_request_then_restarted_no_duplicate_no_lost_answer() {
 
 /// The upstream dies mid-response: the outcome is unknown, answered 502 and stored by
 /// default, so a retry is told the same instead of executing again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_dying_mid_response_is_an_unknown_outcome_never_a_duplicate() {
     let app = start(&[]);
     let url = app.proxy.url("/items?die=1");
@@ -260,7 +258,7 @@ async fn an_upstream_dying_mid_response_is_an_unknown_outcome_never_a_duplicate(
 
 /// With `unknown_outcome = "release"`, the retry forwards again (for upstreams that
 /// deduplicate on the derived key).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_outcomes_may_be_released_by_configuration() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("proxy.toml");
@@ -284,7 +282,7 @@ async fn unknown_outcomes_may_be_released_by_configuration() {
 
 /// Nothing listens upstream: 502 `upstream-unreachable`, the claim given back, and the same
 /// key executes once the upstream is there.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_upstream_releases_the_claim() {
     let dir = tempfile::tempdir().unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -312,7 +310,7 @@ async fn an_unreachable_upstream_releases_the_claim() {
 }
 
 /// Configured routes: a key required on one path, other paths and methods unrecorded.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn routes_from_the_config_file() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("proxy.toml");
@@ -366,7 +364,7 @@ async fn routes_from_the_config_file() {
 }
 
 /// `idemkey check` passes against the proxy and fails against the bare upstream.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idemkey_check_passes_through_the_proxy_and_fails_without_it() {
     let app = start(&[]);
     let check = |base: String| {
@@ -415,7 +413,7 @@ async fn idemkey_check_passes_through_the_proxy_and_fails_without_it() {
 /// SIGTERM while the upstream works on a claimed request: the proxy stops accepting, lets
 /// the request finish and store its answer, then exits 0; a retry through a new proxy on
 /// the same records replays it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_lets_claimed_requests_finish() {
     let dir = tempfile::tempdir().unwrap();
     let upstream = Upstream::start();
@@ -439,7 +437,7 @@ async fn sigterm_lets_claimed_requests_finish() {
 }
 
 /// A client speaking HTTP/2 (cleartext, prior knowledge) gets the same guarantees.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http2_clients_are_served_too() {
     let app = start(&[]);
     let client = reqwest::Client::builder()
@@ -466,7 +464,7 @@ async fn http2_clients_are_served_too() {
 /// An answer over the storage limit (1 MiB) streams whole to the first caller and is stored
 /// without its body: a retry gets the status and headers, `Idempotent-Body-Omitted: true`,
 /// and never a second execution (behaviour §6).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_answer_streams_and_is_stored_without_its_body() {
     let app = start(&[]);
     let url = app.proxy.url("/items?big=3000000");
@@ -480,4 +478,8 @@ async fn a_large_answer_streams_and_is_stored_without_its_body() {
     assert_eq!(retry.headers()["location"], "/items/1");
     assert!(retry.bytes().await.unwrap().is_empty());
     assert_eq!(app.upstream.created().await, 1);
+}
+
+fn main() -> std::process::ExitCode {
+    idemkey_test_support::trials::main()
 }

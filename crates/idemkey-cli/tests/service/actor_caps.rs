@@ -88,7 +88,7 @@ async fn records_cap(server: &Serve, forget_url: &str) {
     assert_eq!(count_notes(&client, server, ALICE).await, 3);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_the_record_cap_a_new_key_is_refused_in_every_mode_on_sqlite() {
     for mode in MODES {
         let dir = tempfile::tempdir().unwrap();
@@ -106,11 +106,9 @@ async fn at_the_record_cap_a_new_key_is_refused_in_every_mode_on_sqlite() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn at_the_record_cap_a_new_key_is_refused_in_every_mode_on_postgres() {
-    let Some(base) = idemkey_test_support::pg::url() else {
-        return;
-    };
+    let base = idemkey_test_support::pg::url();
     for mode in MODES {
         let schema = Schema::create(&base).await;
         let mut args = mode.to_vec();
@@ -122,7 +120,7 @@ async fn at_the_record_cap_a_new_key_is_refused_in_every_mode_on_postgres() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_the_byte_cap_a_new_key_is_refused_in_every_mode() {
     for mode in MODES {
         let dir = tempfile::tempdir().unwrap();
@@ -141,7 +139,7 @@ async fn at_the_byte_cap_a_new_key_is_refused_in_every_mode() {
     }
 }
 
-#[test]
+#[idemkey_test_support::test]
 fn a_bad_cap_is_one_line_on_stderr() {
     for args in [
         ["serve", "--max-records-per-actor", "0"],
@@ -157,7 +155,7 @@ fn a_bad_cap_is_one_line_on_stderr() {
 
 /// On SQLite the cap is exact: writers are serialized, so however 16 concurrent new keys
 /// interleave, exactly the cap's worth execute.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixteen_concurrent_new_keys_meet_an_exact_cap_on_sqlite() {
     for mode in MODES {
         let dir = tempfile::tempdir().unwrap();

@@ -41,17 +41,17 @@ fn check_passes(mode: &str) {
     assert!(cases.iter().all(|c| c["verdict"] == "pass"), "{stdout}");
 }
 
-#[test]
+#[idemkey_test_support::test]
 fn atomic_mode_passes_every_case() {
     check_passes("atomic");
 }
 
-#[test]
+#[idemkey_test_support::test]
 fn lease_mode_passes_every_case() {
     check_passes("lease");
 }
 
-#[test]
+#[idemkey_test_support::test]
 fn an_unreachable_api_is_exit_2() {
     let out = idemkey(&[
         "check",

@@ -17,7 +17,7 @@ struct Fixture {
 
 async fn start(mode: &str) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::create(Backend::Sqlite, dir.path()).await.unwrap();
+    let db = Db::create(Backend::Sqlite, dir.path()).await;
     let spec = ServeSpec::new(IDEMKEY, db.url(), &["--mode", mode]).logged_in(dir.path());
     let server = spec.start();
     let client = reqwest::Client::new();
@@ -63,9 +63,9 @@ impl Fixture {
 
 macro_rules! both_modes {
     ($($case:ident),* $(,)?) => {
-        mod atomic { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        mod atomic { $( #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $case() { super::$case("atomic").await } )* }
-        mod lease { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        mod lease { $( #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $case() { super::$case("lease").await } )* }
     };
 }

@@ -22,7 +22,7 @@ fn instances(schema: &Schema, n: usize, extra: &[&str]) -> Vec<Serve> {
 
 async fn storm_of_64_creates_one_note(args: &[&str]) {
     let mode = args.join(" ");
-    let Some(base) = url() else { return };
+    let base = url();
     let schema = Schema::create(&base).await;
     let servers = instances(&schema, 3, args);
     let targets: Vec<SocketAddr> = (0..64).map(|i| servers[i % 3].addr).collect();
@@ -79,7 +79,7 @@ async fn create_three_ways(client: &reqwest::Client, addrs: &[SocketAddr], key: 
 
 async fn a_thousand_keys_three_times_each(args: &[&str]) {
     let mode = args.join(" ");
-    let Some(base) = url() else { return };
+    let base = url();
     let schema = Schema::create(&base).await;
     let servers = instances(&schema, 3, args);
     let addrs: Arc<Vec<SocketAddr>> = Arc::new(servers.iter().map(|s| s.addr).collect());
@@ -101,51 +101,51 @@ async fn a_thousand_keys_three_times_each(args: &[&str]) {
     assert_eq!(count_notes(&client, &servers[0], ALICE).await, 1000);
 }
 
-#[tokio::test]
+#[idemkey_test_support::test(needs = [postgres])]
 async fn atomic_storm_of_64_across_three_instances() {
     // The default strategy, commit-time: the instances' duplicates run speculatively and
     // meet at the record's insert.
     storm_of_64_creates_one_note(&["--mode", "atomic"]).await;
 }
 
-#[tokio::test]
+#[idemkey_test_support::test(needs = [postgres])]
 async fn atomic_claim_first_storm_of_64_across_three_instances() {
     storm_of_64_creates_one_note(&["--mode", "atomic", "--strategy", "claim-first"]).await;
 }
 
-#[tokio::test]
+#[idemkey_test_support::test(needs = [postgres])]
 async fn atomic_no_lookup_storm_of_64_across_three_instances() {
     storm_of_64_creates_one_note(&["--mode", "atomic", "--no-lookup"]).await;
 }
 
-#[tokio::test]
+#[idemkey_test_support::test(needs = [postgres])]
 async fn lease_storm_of_64_across_three_instances() {
     storm_of_64_creates_one_note(&["--mode", "lease"]).await;
 }
 
-#[tokio::test]
+#[idemkey_test_support::test(needs = [postgres])]
 async fn lease_separate_completion_storm_of_64_across_three_instances() {
     storm_of_64_creates_one_note(&["--mode", "lease", "--separate-completion"]).await;
 }
 
-#[tokio::test]
+#[idemkey_test_support::test(needs = [postgres])]
 async fn atomic_thousand_keys_across_three_instances() {
     a_thousand_keys_three_times_each(&["--mode", "atomic"]).await;
 }
 
-#[tokio::test]
+#[idemkey_test_support::test(needs = [postgres])]
 async fn atomic_claim_first_thousand_keys_across_three_instances() {
     a_thousand_keys_three_times_each(&["--mode", "atomic", "--strategy", "claim-first"]).await;
 }
 
-#[tokio::test]
+#[idemkey_test_support::test(needs = [postgres])]
 async fn lease_thousand_keys_across_three_instances() {
     a_thousand_keys_three_times_each(&["--mode", "lease"]).await;
 }
 
-#[tokio::test]
+#[idemkey_test_support::test(needs = [postgres])]
 async fn sweepers_on_every_instance_share_the_work() {
-    let Some(base) = url() else { return };
+    let base = url();
     let schema = Schema::create(&base).await;
     let servers = instances(&schema, 3, &["--retention", "1s"]);
     let client = reqwest::Client::new();

@@ -27,7 +27,7 @@ fn lease_on(db: &Path, redis: &RedisServer, extra: &[&str]) -> Serve {
     Serve::sqlite(IDEMKEY, db, &args)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_storm_of_64_across_three_instances_sharing_redis_makes_one_note() {
     let redis = RedisServer::start(&DURABLE);
     let dir = tempfile::tempdir().unwrap();
@@ -48,7 +48,7 @@ async fn a_storm_of_64_across_three_instances_sharing_redis_makes_one_note() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_killed_and_restarted_mid_load_loses_nothing_and_duplicates_nothing() {
     let mut redis = RedisServer::start(&DURABLE);
     let dir = tempfile::tempdir().unwrap();
@@ -93,7 +93,7 @@ async fn redis_killed_and_restarted_mid_load_loses_nothing_and_duplicates_nothin
     );
 }
 
-#[test]
+#[idemkey_test_support::test]
 fn atomic_mode_refuses_records_url() {
     for extra in [
         &["--mode", "atomic"][..],
@@ -113,7 +113,7 @@ fn atomic_mode_refuses_records_url() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forget_and_sweep_take_records_url() {
     let redis = RedisServer::start(&DURABLE);
     let dir = tempfile::tempdir().unwrap();
@@ -170,7 +170,7 @@ async fn forget_and_sweep_take_records_url() {
 
 /// `--records-wait-replicas 1`: a stored response is answered once the replica has it, so
 /// the replica holds the record as soon as the client has its 201.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_wait_for_a_replica_when_asked() {
     let master = RedisServer::start(&["--repl-diskless-sync-delay", "0"]);
     let port = master.port.to_string();
@@ -225,11 +225,9 @@ async fn records_wait_for_a_replica_when_asked() {
 
 /// `--records-wait-fsync` (Valkey 8, Redis 7.2+): each stored response is answered after the
 /// server's `WAITAOF` for it; a server without an append-only file is refused at start-up.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [valkey])]
 async fn records_wait_for_the_fsync_when_asked() {
-    let Some(program) = valkey_program() else {
-        return;
-    };
+    let program = valkey_program();
     let valkey = RedisServer::start_program(
         &program,
         &["--appendonly", "yes", "--appendfsync", "everysec"],
@@ -284,7 +282,7 @@ async fn records_wait_for_the_fsync_when_asked() {
 /// Replays are answered from `idemkey serve`'s memory once cached (no script runs in Redis),
 /// and `idemkey forget`, another process, reaches that memory through Redis's invalidation:
 /// the next request executes again. `--no-replay-cache` sends every replay to Redis.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replays_come_from_memory_until_a_forget_elsewhere() {
     let redis = RedisServer::start(&DURABLE);
     let scripts = || redis.calls("evalsha");
@@ -363,7 +361,7 @@ async fn replays_come_from_memory_until_a_forget_elsewhere() {
 /// `--records-url rediss://` with `--records-tls-ca`: records over TLS, the server's
 /// certificate checked against that CA; without it the server is refused at start-up, and
 /// `forget` takes the CA too.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_over_tls_trust_the_ca_given() {
     let certs = Certificates::make();
     let (_redis, url) = tls_server(&certs);
@@ -413,7 +411,7 @@ async fn records_over_tls_trust_the_ca_given() {
 
 /// A server on which the cache cannot track keys (`CLIENT` renamed away) still serves the
 /// records: `idemkey serve` starts without the cache, with a warning, and every replay asks Redis.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_cannot_track_keys_serves_uncached() {
     let redis = RedisServer::start(&["--rename-command", "CLIENT", ""]);
     let dir = tempfile::tempdir().unwrap();

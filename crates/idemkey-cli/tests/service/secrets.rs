@@ -26,7 +26,7 @@ fn text(output: &Output) -> String {
     )
 }
 
-#[test]
+#[idemkey_test_support::test]
 fn a_password_in_the_query_string_is_not_printed() {
     // An unknown `sslmode` fails before connecting, and the error names the URL.
     let url = "postgres://app@127.0.0.1:1/db?sslmode=bogus&password=hunter2";
@@ -40,7 +40,7 @@ fn a_password_in_the_query_string_is_not_printed() {
     assert!(!printed.contains("hunter2"), "{printed}");
 }
 
-#[test]
+#[idemkey_test_support::test]
 fn help_does_not_print_secrets_from_the_environment() {
     let env = [
         ("IDEMKEY_TOKENS", "alice=tok3n-in-env"),
@@ -53,7 +53,7 @@ fn help_does_not_print_secrets_from_the_environment() {
     assert!(!printed.contains("pa55word"), "{printed}");
 }
 
-#[test]
+#[idemkey_test_support::test]
 fn a_malformed_token_is_not_echoed() {
     let output = idemkey(&["serve", "--token", "s3cret-without-an-actor"], &[]);
     assert!(!output.status.success());
@@ -62,7 +62,7 @@ fn a_malformed_token_is_not_echoed() {
     assert!(!printed.contains("s3cret-without-an-actor"), "{printed}");
 }
 
-#[test]
+#[idemkey_test_support::test]
 fn two_actors_with_one_secret_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("shared.db").display());

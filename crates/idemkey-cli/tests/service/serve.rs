@@ -91,7 +91,7 @@ macro_rules! every_variant {
     };
     (@in $name:ident, $mode:literal, $flags:expr, $($case:ident),*) => {
         mod $name { $(
-            #[tokio::test]
+            #[idemkey_test_support::test]
             async fn $case() { super::$case(super::Variant::new($mode, $flags)).await }
         )* }
     };
@@ -327,7 +327,7 @@ async fn storm_of_32_creates_one_note(mode: Variant) {
     }
 }
 
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn two_processes_on_one_sqlite_file_create_one_note() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("shared.db");
@@ -341,7 +341,7 @@ async fn two_processes_on_one_sqlite_file_create_one_note() {
     assert_eq!(count_notes(&reqwest::Client::new(), &first, ALICE).await, 1);
 }
 
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn sigterm_stops_the_service_cleanly() {
     let f = start(ATOMIC, &[]);
     assert_eq!(f.post(ALICE, Some(b"k"), HELLO).await.status(), 201);
@@ -349,7 +349,7 @@ async fn sigterm_stops_the_service_cleanly() {
     assert!(server.terminate().success());
 }
 
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn openapi_documents_the_real_routes_and_the_idempotency_rules() {
     let f = start(ATOMIC, &["--retention", "90m"]);
     let doc: serde_json::Value = f
@@ -396,7 +396,7 @@ async fn openapi_documents_the_real_routes_and_the_idempotency_rules() {
     }
 }
 
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn sweep_deletes_expired_records_from_the_command_line() {
     let f = start(ATOMIC, &["--retention", "1s"]);
     assert_eq!(f.post(ALICE, Some(b"k"), HELLO).await.status(), 201);
@@ -415,7 +415,7 @@ async fn sweep_deletes_expired_records_from_the_command_line() {
     assert_eq!(count_rows(&db, "notes").await, 1, "business rows stay");
 }
 
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn the_background_sweeper_deletes_expired_records() {
     let f = start(LEASE, &["--retention", "1s"]);
     assert_eq!(f.post(ALICE, Some(b"k"), HELLO).await.status(), 201);
@@ -428,7 +428,7 @@ async fn the_background_sweeper_deletes_expired_records() {
     panic!("the sweeper never deleted the expired record");
 }
 
-#[test]
+#[idemkey_test_support::test]
 fn bad_command_lines_fail_with_one_line() {
     for args in [
         &["serve", "--mode", "sometimes"][..],
@@ -457,7 +457,7 @@ fn bad_command_lines_fail_with_one_line() {
     }
 }
 
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn optional_key_runs_requests_without_a_key_unrecorded() {
     let f = start(ATOMIC, &["--optional-key"]);
     assert_eq!(f.post(ALICE, None, HELLO).await.status(), 201);
@@ -472,7 +472,7 @@ async fn optional_key_runs_requests_without_a_key_unrecorded() {
     );
 }
 
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn sigterm_lets_an_in_flight_request_finish() {
     for variant in [ATOMIC, LEASE] {
         let mode = variant.mode;
@@ -542,7 +542,7 @@ async fn wait_for_execution(client: &reqwest::Client, server: &Serve) {
 }
 
 /// `--problem-base` names where the API documents its problem types.
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn problem_types_can_point_to_the_apis_own_documentation() {
     let dir = tempfile::tempdir().unwrap();
     let server = Serve::sqlite(
@@ -564,7 +564,7 @@ async fn problem_types_can_point_to_the_apis_own_documentation() {
 }
 
 /// Logs written to a file (not a terminal) are plain text: no colour escape codes.
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn logs_to_a_file_carry_no_escape_codes() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("serve.log");

@@ -34,10 +34,10 @@ async fn closed_by_server(mut stream: TcpStream) -> Vec<u8> {
     answer
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalled_connections_are_closed_and_a_legitimate_request_is_answered() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::create(Backend::Sqlite, dir.path()).await.unwrap();
+    let db = Db::create(Backend::Sqlite, dir.path()).await;
     let args = [
         "--header-timeout",
         "1s",
@@ -95,10 +95,10 @@ async fn stalled_connections_are_closed_and_a_legitimate_request_is_answered() {
     assert_eq!(notes["notes"].as_array().map(Vec::len), Some(1), "{notes}");
 }
 
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn an_idle_keep_alive_connection_is_closed() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::create(Backend::Sqlite, dir.path()).await.unwrap();
+    let db = Db::create(Backend::Sqlite, dir.path()).await;
     let server = ServeSpec::new(IDEMKEY, db.url(), &["--header-timeout", "1s"])
         .logged_in(dir.path())
         .start();

@@ -4,7 +4,8 @@
 //! idemkey_core::store_conformance_suite!(async { my_store().await });
 //! ```
 //!
-//! expands to one `#[tokio::test]` per case in a module named `conformance`. Each case works
+//! expands to one `#[tokio::test]` (or the caller's attribute, `test:`) per case in a module
+//! named `conformance`. Each case works
 //! on scopes of its own (a fresh actor), so the cases may share one database and run in
 //! parallel. No case asserts on elapsed time: leases and retentions of zero expire at once,
 //! and long ones (an hour) never do within a test.
@@ -37,43 +38,8 @@ pub fn request_for(actor: &str, op: &str, body: &str) -> ClaimRequest {
         .retention(LONG)
 }
 
-/// The variable naming the PostgreSQL server the tests run against.
-pub const PG_URL_ENV: &str = "IDEMKEY_TEST_PG_URL";
-
-/// The PostgreSQL server the tests use when [`PG_URL_ENV`] is not set and one answers here.
-pub const PG_DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
-
-/// The URL of the PostgreSQL server to test against: [`PG_URL_ENV`] if set, else
-/// [`PG_DEFAULT_URL`] if a server answers at its address.
-///
-/// Neither, outside CI: `None`, after a loud `SKIPPED` notice. In CI (`CI` set): the test
-/// fails, because there the PostgreSQL tests must run.
-pub fn pg_url() -> Option<String> {
-    if let Ok(url) = std::env::var(PG_URL_ENV) {
-        return Some(url);
-    }
-    if answers("127.0.0.1:5432") {
-        return Some(PG_DEFAULT_URL.to_owned());
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{PG_URL_ENV} is not set and nothing answers at 127.0.0.1:5432: the PostgreSQL tests must run in CI"
-    );
-    eprintln!(
-        "SKIPPED: no PostgreSQL at 127.0.0.1:5432; set {PG_URL_ENV}=postgres://USER@HOST:PORT/DB to run the PostgreSQL tests"
-    );
-    None
-}
-
-/// Whether something accepts a TCP connection at `addr` within a moment.
-fn answers(addr: &str) -> bool {
-    addr.parse().is_ok_and(|addr| {
-        std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(300)).is_ok()
-    })
-}
-
 /// Expands to the whole conformance suite for the store that `$setup` (an async expression)
-/// produces, one `#[tokio::test]` per case.
+/// produces, one `#[tokio::test(flavor = "multi_thread", worker_threads = 2)]` per case.
 ///
 /// A store that cannot mean a case names it in `except`, and that case is not generated:
 ///
@@ -83,13 +49,25 @@ fn answers(addr: &str) -> bool {
 /// ```
 ///
 /// A name in `except` that is no case fails to compile.
+///
+/// `test:` puts another test attribute on every case instead of tokio's, such as a runner's
+/// that knows the store's server may be missing; it is written as inside `#[...]`, and a
+/// multi-threaded runtime suits the suite's concurrent cases:
+///
+/// ```ignore
+/// idemkey_core::store_conformance_suite!(
+///     my_store(),
+///     test: my_runner::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres]),
+///     except: [sweep_deletes_only_expired_records_in_batches],
+/// );
+/// ```
 #[macro_export]
 macro_rules! store_conformance_suite {
     // Called back by `__conformance_cases!` with every case (the list lives there, once).
     (@cases @names; $($case:ident),* $(,)?) => {
         &[$(stringify!($case)),*]
     };
-    (@cases @suite ($d:tt) ($setup:expr) [$($skip:ident),*]; $($case:ident),* $(,)?) => {
+    (@cases @suite ($d:tt) ($setup:expr) ($test:meta) [$($skip:ident),*]; $($case:ident),* $(,)?) => {
         mod conformance {
             #[allow(unused_imports)]
             use super::*;
@@ -97,7 +75,7 @@ macro_rules! store_conformance_suite {
             macro_rules! __case {
                 $( ($skip) => {}; )*
                 ($d name:ident) => {
-                    #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                    #[$test]
                     async fn $d name() {
                         let store = $setup.await;
                         $crate::testkit::cases::$d name(store).await;
@@ -112,21 +90,15 @@ macro_rules! store_conformance_suite {
             }
         }
     };
-    (@cases $setup:expr; $($case:ident),* $(,)?) => {
-        mod conformance {
-            #[allow(unused_imports)]
-            use super::*;
-            $(
-                #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    let store = $setup.await;
-                    $crate::testkit::cases::$case(store).await;
-                }
-            )*
-        }
+    ($setup:expr, test: $test:meta $(, except: [$($skip:ident),* $(,)?])? $(,)?) => {
+        $crate::__conformance_cases! { @suite ($) ($setup) ($test) [$($($skip),*)?] }
     };
     ($setup:expr, except: [$($skip:ident),* $(,)?] $(,)?) => {
-        $crate::__conformance_cases! { @suite ($) ($setup) [$($skip),*] }
+        $crate::store_conformance_suite!(
+            $setup,
+            test: ::tokio::test(flavor = "multi_thread", worker_threads = 2),
+            except: [$($skip),*]
+        );
     };
     ($setup:expr $(,)?) => {
         $crate::store_conformance_suite!($setup, except: []);

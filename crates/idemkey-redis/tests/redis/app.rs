@@ -457,7 +457,7 @@ fn script_args(line: &str) -> Option<Vec<&str>> {
     (command == "evalsha" || command == "eval").then_some(args)
 }
 
-#[test]
+#[idemkey_test_support::test]
 fn monitor_lines_split_into_their_arguments() {
     let line = r#"1796070773.747861 [0 127.0.0.1:40964] "evalsha" "ab" "1" "p:{x}" "a" "POST /x" "\x01\"]""#;
     let args = script_args(line).unwrap();

@@ -7,7 +7,6 @@ use idemkey_core::{
     Begin, ClaimRequest, Error, ExpiredLease, Fingerprint, Key, MAX_KEY_LEN, Operation, Store,
     StoredResponse, begin,
 };
-use idemkey_test_support::redis::standalone_url;
 use redis::AsyncCommands;
 
 use crate::common::{Store as RedisStore, standalone_store};
@@ -37,11 +36,8 @@ async fn execute_and_complete(store: &RedisStore, req: &ClaimRequest, body: Stri
     store.complete(&claim, &response).await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis])]
 async fn tricky_and_long_scopes_round_trip_and_stay_apart() {
-    if standalone_url().is_none() {
-        return;
-    }
     let store = standalone_store().await;
     let run = uuid::Uuid::new_v4().to_string();
     let long_key: String = "%\"'{}]]".chars().cycle().take(MAX_KEY_LEN).collect();
@@ -77,11 +73,8 @@ async fn tricky_and_long_scopes_round_trip_and_stay_apart() {
 
 /// Were two scopes' digests ever to collide, the second would meet a hash holding another
 /// scope: every script compares the stored scope and refuses, instead of answering for it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis])]
 async fn a_hash_of_another_scope_is_refused_not_confused() {
-    if standalone_url().is_none() {
-        return;
-    }
     let store = standalone_store().await;
     let mine = req(&uuid::Uuid::new_v4().to_string(), "op", "k");
     let theirs = req(&uuid::Uuid::new_v4().to_string(), "op", "k");

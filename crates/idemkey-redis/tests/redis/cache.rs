@@ -64,7 +64,7 @@ fn tracking_client(server: &RedisServer) -> Option<String> {
     Some(id.to_owned())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replays_are_answered_from_the_process_once_cached() {
     let server = RedisServer::start(&[]);
     let store = cached_store(&server.url(), &unique_prefix()).await;
@@ -87,17 +87,15 @@ async fn replays_are_answered_from_the_process_once_cached() {
 
 /// A `forget` through another store, a `DEL` from `redis-cli` and a `FLUSHALL`: each reaches
 /// the cache, and the next claim executes.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_made_elsewhere_is_seen_by_the_next_request() {
     changes_are_seen(&RedisServer::start(&[])).await;
 }
 
 /// The same on Valkey 8, whose tracking is Redis's.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [valkey])]
 async fn a_change_made_elsewhere_is_seen_on_valkey_too() {
-    let Some(program) = valkey_program() else {
-        return;
-    };
+    let program = valkey_program();
     changes_are_seen(&RedisServer::start_program(&program, &[])).await;
 }
 
@@ -128,7 +126,7 @@ async fn changes_are_seen(server: &RedisServer) {
 
 /// A record's expiry reaches its copy by this process's clock, even when Redis has not deleted
 /// the key yet (active expiry off: Redis would delete it only when read).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_copy_goes_when_its_record_expires() {
     let server = RedisServer::start(&["--enable-debug-command", "yes"]);
     assert_eq!(
@@ -146,7 +144,7 @@ async fn a_copy_goes_when_its_record_expires() {
 /// The tracking connection is killed, so the invalidation of a `forget` made meanwhile never
 /// comes: the cache must have dropped its copies with the connection, and track again on a
 /// new one.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_tracking_connection_drops_every_copy() {
     let server = RedisServer::start(&[]);
     let prefix = unique_prefix();
@@ -173,7 +171,7 @@ async fn a_lost_tracking_connection_drops_every_copy() {
     assert_eq!(store.lookup(&req.scope).await.unwrap(), None);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_has_no_replay_cache() {
     let options = RedisOptions::new().replay_cache(BYTES);
     let refused = RedisStore::connect_with("redis+cluster://127.0.0.1:1", &options).await;
@@ -185,17 +183,13 @@ mod conformance {
     use super::*;
 
     async fn standalone_cached() -> Redis {
-        let url = standalone_url().expect("checked by the caller");
+        let url = standalone_url();
         cached_store(&url, &unique_prefix()).await
     }
 
     idemkey_core::store_conformance_suite!(
-        {
-            if standalone_url().is_none() {
-                return;
-            }
-            standalone_cached()
-        },
+        standalone_cached(),
+        test: idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis]),
         except: [sweep_deletes_only_expired_records_in_batches]
     );
 }

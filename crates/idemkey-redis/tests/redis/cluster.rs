@@ -15,12 +15,13 @@ async fn store() -> RedisStore {
 
 idemkey_core::store_conformance_suite!(
     store(),
+    test: idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2),
     except: [sweep_deletes_only_expired_records_in_batches]
 );
 
 /// Every script touches the one slot of its record's hash tag, wherever that slot lives: the
 /// records of 30 scopes land on every master.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_spread_over_every_master() {
     let store = store().await;
     let mut keys = Vec::new();

@@ -21,11 +21,8 @@ async fn pttl(store: &RedisStore, key: &str) -> i64 {
     store.connection().clone().pttl(key).await.unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis])]
 async fn an_expired_record_is_gone_without_a_sweep() {
-    if standalone_url().is_none() {
-        return;
-    }
     let store = standalone_store().await;
     let req = request("{}").retention(Duration::ZERO);
     let key = store.record_key(&req.scope);
@@ -45,11 +42,8 @@ async fn an_expired_record_is_gone_without_a_sweep() {
 /// The key expires exactly when the record does: an in-flight record after its lease plus the
 /// retention (as the SQL stores set `expires_at`), so a retention of zero never deletes a
 /// claim still in flight; a completed one after the retention from completion.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis])]
 async fn keys_expire_with_their_records() {
-    if standalone_url().is_none() {
-        return;
-    }
     let store = standalone_store().await;
     let req = request("{}").lease(LONG).retention(Duration::ZERO);
     let key = store.record_key(&req.scope);
@@ -78,11 +72,9 @@ async fn keys_expire_with_their_records() {
 
 /// The secret lives at `{prefix}:secret` with no expiry, the same for every store on the
 /// prefix, and is read once per store.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis])]
 async fn the_secret_is_shared_by_stores_on_a_prefix() {
-    let Some(url) = standalone_url() else {
-        return;
-    };
+    let url = standalone_url();
     let prefix = crate::common::unique_prefix();
     let options = idemkey_redis::RedisOptions::new().prefix(&prefix);
     let a = idemkey_redis::RedisStore::connect_with(&url, &options)

@@ -5,15 +5,11 @@ use std::time::Duration;
 
 use idemkey_core::testkit::request;
 use idemkey_core::{Begin, Error, ExpiredLease, RecordState, Store, StoredResponse, begin};
-use idemkey_test_support::redis::standalone_url;
 
 use crate::common::standalone_store;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis])]
 async fn an_expired_lease_is_taken_over_and_the_old_claim_fenced() {
-    if standalone_url().is_none() {
-        return;
-    }
     let store = standalone_store().await;
     let req = request("{}").lease(Duration::from_millis(300));
     let Begin::Execute(old) = begin(&store, &req, ExpiredLease::TakeOver).await.unwrap() else {
@@ -59,11 +55,8 @@ async fn an_expired_lease_is_taken_over_and_the_old_claim_fenced() {
 
 /// `forget_version` deletes the record only if that operation version wrote it (the operator's
 /// `idemkey forget --operation NAME:VERSION`), in one script.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis])]
 async fn forget_version_deletes_only_what_that_version_wrote() {
-    if standalone_url().is_none() {
-        return;
-    }
     let store = standalone_store().await;
     let req = request("{}");
     let Begin::Execute(claim) = begin(&store, &req, ExpiredLease::TakeOver).await.unwrap() else {

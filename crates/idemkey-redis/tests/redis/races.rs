@@ -16,9 +16,9 @@ use tokio::sync::{Barrier, mpsc};
 
 use crate::app::{App, Reply, send, wait_for};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis])]
 async fn a_duplicate_of_a_running_request_gets_409_and_a_different_one_422() {
-    let Some(url) = standalone_url() else { return };
+    let url = standalone_url();
     let app = App::start(&url, Config::default()).await;
     let first = tokio::spawn(send(app.post("k")));
     wait_for("the handler", &app.ctx.entered).await;
@@ -50,9 +50,9 @@ async fn a_duplicate_of_a_running_request_gets_409_and_a_different_one_422() {
 /// it: with `MONITOR` on before the duplicate is sent, it waits until Redis has run the
 /// duplicate's claim (which, with the original gated, can only have found the record in
 /// flight) and then one of its polling lookups; only then is the original released.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis])]
 async fn a_waiting_duplicate_gets_the_replay_once_the_original_finishes() {
-    let Some(url) = standalone_url() else { return };
+    let url = standalone_url();
     let config = Config::default().wait_in_flight(Duration::from_secs(60));
     let app = App::start(&url, config.clone()).await;
     let other = app.sibling(config).await;
@@ -113,9 +113,9 @@ async fn assert_retries_replay(app: &App, executed: &Reply) {
 /// The execution that wins is held at the gate until every other request of the storm has
 /// been answered, so none of them can be a replay: each must be a 409. A second execution
 /// would block at the gate too, and the test would miss a reply.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis])]
 async fn a_storm_of_identical_requests_executes_once() {
-    let Some(url) = standalone_url() else { return };
+    let url = standalone_url();
     let app = App::start(&url, Config::default()).await;
     let mut replies = storm(&app, STORM);
     wait_for("the execution", &app.ctx.entered).await;
@@ -139,9 +139,9 @@ async fn a_storm_of_identical_requests_executes_once() {
 /// duplicates, released together on another instance, is held until Redis has run a claim
 /// for each of them (`MONITOR` counts them, on before the storm), so all have found the
 /// record in flight and are waiting; each must then get the replay.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis])]
 async fn a_storm_waiting_in_flight_executes_once_and_replays_to_the_rest() {
-    let Some(url) = standalone_url() else { return };
+    let url = standalone_url();
     let config = Config::default().wait_in_flight(Duration::from_secs(60));
     let app = App::start(&url, config.clone()).await;
     let other = app.sibling(config).await;
@@ -181,9 +181,9 @@ async fn a_storm_waiting_in_flight_executes_once_and_replays_to_the_rest() {
 /// own clock, then a retry on the second instance takes over and executes again under the
 /// same record id, so with the same derived keys. The first instance is thawed while the second
 /// still runs: its completion comes first and must be fenced; the second's is stored.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis])]
 async fn an_expired_lease_is_taken_over_and_the_old_executor_cannot_complete() {
-    let Some(url) = standalone_url() else { return };
+    let url = standalone_url();
     let config = Config::default().lease(Duration::from_millis(300));
     let app = App::start(&url, config.clone()).await;
     let paused = app.frozen_sibling(config).await;
@@ -238,9 +238,9 @@ async fn an_expired_lease_is_taken_over_and_the_old_executor_cannot_complete() {
 
 /// The client goes away while the handler is held; the server drops the request, yet the
 /// handler finishes and its response is stored (the test waits until Redis holds it).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis])]
 async fn a_handler_finishes_and_is_stored_when_the_client_goes_away() {
-    let Some(url) = standalone_url() else { return };
+    let url = standalone_url();
     let app = App::start(&url, Config::default()).await;
     let client = tokio::spawn(send(app.post("k")));
     wait_for("the handler", &app.ctx.entered).await;

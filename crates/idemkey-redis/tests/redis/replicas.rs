@@ -55,7 +55,7 @@ async fn store(
         .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_completion_returns_once_the_replica_has_it() {
     // Diskless full sync waits 5 s for more replicas by default.
     let master = RedisServer::start(&["--repl-diskless-sync-delay", "0"]);
@@ -83,7 +83,7 @@ async fn a_completion_returns_once_the_replica_has_it() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_replica_the_completion_stands_after_the_wait() {
     let master = RedisServer::start(&[]);
     let store = store(&master, Duration::from_millis(200)).await;
@@ -99,7 +99,7 @@ async fn without_a_replica_the_completion_stands_after_the_wait() {
     ));
 }
 
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn a_cluster_refuses_the_wait() {
     let options = RedisOptions::new().wait_replicas(1, Duration::from_secs(1));
     let refused =
@@ -110,7 +110,7 @@ async fn a_cluster_refuses_the_wait() {
 /// `WAIT` blocks the client that sends it: on the store's shared connection every other
 /// request would queue behind a completion's wait. Here a completion waits for a replica that
 /// does not exist (for a minute), and the same store still answers other operations.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_completion_holds_up_no_other_operation() {
     let master = tokio::task::spawn_blocking(|| RedisServer::start(&[]))
         .await
@@ -152,7 +152,7 @@ async fn a_waiting_completion_holds_up_no_other_operation() {
 
 /// `WAITAOF` arrived with Redis 7.2: a server without it is refused when the store connects,
 /// not at each completion.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fsync_wait_needs_a_server_that_knows_waitaof() {
     let server = tokio::task::spawn_blocking(|| RedisServer::start(&["--appendonly", "yes"]))
         .await

@@ -8,7 +8,7 @@ use idemkey_test_support::redis::{Certificates, tls_server};
 
 use crate::common::unique_prefix;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_over_tls_trusts_the_ca_it_is_given() {
     let certs = Certificates::make();
     let (server, url) = tls_server(&certs);
@@ -32,7 +32,7 @@ async fn a_store_over_tls_trusts_the_ca_it_is_given() {
     assert!(store.secret().await.unwrap().len() >= 32);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_whose_ca_is_not_trusted_is_refused() {
     let certs = Certificates::make();
     let (_server, url) = tls_server(&certs);

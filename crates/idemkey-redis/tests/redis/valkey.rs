@@ -2,7 +2,7 @@
 //! waiting for the server's fsync (`WAITAOF`), and what that wait needs of the server.
 //!
 //! The program is `IDEMKEY_TEST_VALKEY_SERVER` or `valkey-server` on the `PATH` (CI installs
-//! Debian's bookworm-backports build); without one the tests skip loudly, or fail in CI.
+//! Debian's bookworm-backports build); without one the tests are ignored, or fail in CI.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -18,18 +18,13 @@ use crate::common::{Store as Redis, unique_prefix};
 const WAIT: Duration = Duration::from_secs(5);
 
 /// The shared Valkey (append-only file, `appendfsync everysec`), started by the first test
-/// that asks; `None` when there is no Valkey to run.
-fn shared() -> Option<&'static RedisServer> {
-    static SERVER: OnceLock<Option<RedisServer>> = OnceLock::new();
-    SERVER
-        .get_or_init(|| {
-            let program = valkey_program()?;
-            Some(RedisServer::start_program(
-                &program,
-                &["--appendonly", "yes", "--appendfsync", "everysec"],
-            ))
-        })
-        .as_ref()
+/// that asks.
+fn shared() -> &'static RedisServer {
+    static SERVER: OnceLock<RedisServer> = OnceLock::new();
+    SERVER.get_or_init(|| {
+        let args = ["--appendonly", "yes", "--appendfsync", "everysec"];
+        RedisServer::start_program(&valkey_program(), &args)
+    })
 }
 
 /// A store on the shared Valkey whose completions wait for the fsync.
@@ -41,22 +36,16 @@ async fn fsync_store(server: &RedisServer) -> Redis {
 }
 
 idemkey_core::store_conformance_suite!(
-    {
-        let Some(server) = tokio::task::spawn_blocking(shared).await.unwrap() else {
-            return;
-        };
-        fsync_store(server)
-    },
+    async { fsync_store(tokio::task::spawn_blocking(shared).await.unwrap()).await },
+    test: idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [valkey]),
     // Valkey deletes expired records itself, as Redis does (see `expiry`).
     except: [sweep_deletes_only_expired_records_in_batches]
 );
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [valkey])]
 async fn every_completion_waits_for_the_fsync_before_it_returns() {
     let args = &["--appendonly", "yes", "--appendfsync", "everysec"];
-    let Some(server) = own_valkey(args).await else {
-        return;
-    };
+    let server = own_valkey(args).await;
     let store = fsync_store(&server).await;
     let probes = server.calls("waitaof");
     for i in 0..4 {
@@ -87,11 +76,11 @@ async fn every_completion_waits_for_the_fsync_before_it_returns() {
     assert_eq!(server.calls("waitaof"), probes + 4);
 }
 
-/// A Valkey of the test's own, started with `args`; `None` when there is no Valkey to run.
-async fn own_valkey(args: &'static [&'static str]) -> Option<RedisServer> {
-    let program = valkey_program()?;
+/// A Valkey of the test's own, started with `args`.
+async fn own_valkey(args: &'static [&'static str]) -> RedisServer {
+    let program = valkey_program();
     let start = move || RedisServer::start_program(&program, args);
-    Some(tokio::task::spawn_blocking(start).await.unwrap())
+    tokio::task::spawn_blocking(start).await.unwrap()
 }
 
 /// Why a store waiting for the fsync is refused on `server`.
@@ -104,11 +93,9 @@ async fn fsync_refusal(server: &RedisServer) -> String {
     error.to_string()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [valkey])]
 async fn a_server_without_an_append_only_file_is_refused() {
-    let Some(server) = own_valkey(&["--appendonly", "no"]).await else {
-        return;
-    };
+    let server = own_valkey(&["--appendonly", "no"]).await;
     let error = fsync_refusal(&server).await;
     assert!(error.contains("appendonly"), "{error}");
     // Without the wait the same server is fine.
@@ -118,12 +105,10 @@ async fn a_server_without_an_append_only_file_is_refused() {
 
 /// With `appendfsync no` the server fsyncs when the kernel flushes: every completion would
 /// wait its whole timeout. Refused when the store connects.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [valkey])]
 async fn a_server_that_never_fsyncs_by_itself_is_refused() {
     let args = &["--appendonly", "yes", "--appendfsync", "no"];
-    let Some(server) = own_valkey(args).await else {
-        return;
-    };
+    let server = own_valkey(args).await;
     let error = fsync_refusal(&server).await;
     assert!(error.contains("appendfsync is no"), "{error}");
 }

@@ -7,3 +7,7 @@
 mod common;
 mod postgres;
 mod sqlite;
+
+fn main() -> std::process::ExitCode {
+    idemkey_test_support::trials::main()
+}

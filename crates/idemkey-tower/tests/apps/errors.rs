@@ -12,7 +12,7 @@ use crate::bed::Db;
 /// Atomic mode, a request without a key on a route where keys are optional: the inner
 /// service's error is returned as the service returned it, not turned into
 /// `store-unavailable`, which would tell the client "not executed, retry" (behaviour §10).
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn an_unrecorded_handlers_error_is_its_own() {
     let db = Db::new().await;
     let failing = tower::service_fn(|_: Request<Body>| async {

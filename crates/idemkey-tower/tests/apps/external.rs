@@ -67,7 +67,7 @@ async fn order(
 }
 
 /// The application, when this binary runs as a child: serves until killed.
-#[tokio::test]
+#[idemkey_test_support::test]
 #[ignore = "run by a_handler_killed_mid_call_repeats_it_under_the_same_key"]
 async fn child_app() {
     let Ok(setup) = std::env::var(CHILD_ENV) else {
@@ -105,7 +105,7 @@ async fn start_child(db: &str, payments: &str) -> (Child, Client) {
     panic!("the child app never listened");
 }
 
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn a_handler_killed_mid_call_repeats_it_under_the_same_key() {
     let payments = Arc::new(Payments::default());
     let external = Router::new()

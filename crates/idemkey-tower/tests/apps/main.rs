@@ -12,3 +12,7 @@ mod pg;
 mod placement;
 mod shutdown;
 mod tenants;
+
+fn main() -> std::process::ExitCode {
+    idemkey_test_support::trials::main()
+}

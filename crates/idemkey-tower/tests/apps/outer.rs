@@ -37,7 +37,7 @@ async fn slow(State(gate): State<Arc<(Notify, Notify)>>) -> (StatusCode, &'stati
 
 /// A timeout layer outside gives up on the request; the handler, once begun, still runs to
 /// completion and its response is stored (behaviour §6), so the retry replays it.
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn a_timeout_outside_does_not_abandon_the_execution() {
     for mode in Mode::ALL {
         let db = Db::new().await;
@@ -78,7 +78,7 @@ async fn eventually_settled(client: &Client) -> crate::bed::Reply {
 
 /// CORS outside: preflights never reach the layer, and replays carry the CORS headers the
 /// outer layer adds, with `Idempotent-Replayed` exposed to the page.
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn cors_outside_answers_preflights_and_decorates_replays() {
     for mode in Mode::ALL {
         let db = Db::new().await;
@@ -120,7 +120,7 @@ async fn cors_outside_answers_preflights_and_decorates_replays() {
 
 /// The documented place: compression outside. The record holds the plain body; each retry
 /// gets it in the encoding it accepts.
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn compression_outside_encodes_each_replay_for_its_retry() {
     for mode in Mode::ALL {
         let db = Db::new().await;
@@ -150,7 +150,7 @@ async fn compression_outside_encodes_each_replay_for_its_retry() {
 /// stored without its body (behaviour §6); no replay then sends an encoding, whatever the retry
 /// accepts. (A stored encoded body is replayed only to a retry that accepts its coding: see
 /// the unit tests of `replay_response`.)
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn compression_inside_never_replays_an_encoding() {
     for mode in Mode::ALL {
         let db = Db::new().await;

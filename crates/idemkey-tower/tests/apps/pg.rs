@@ -1,5 +1,6 @@
 //! The library on PostgreSQL: the server's settings and failures as applications meet them.
-//! Needs `IDEMKEY_TEST_PG_URL` (skipped loudly outside CI, fails in CI without it).
+//! Needs `IDEMKEY_TEST_PG_URL` or a server at 127.0.0.1:5432 (the tests are ignored without
+//! one outside CI, and fail in CI).
 
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
@@ -9,8 +10,8 @@ use axum::extract::{Request, State};
 use axum::routing::post;
 use axum::{Router, middleware};
 use http::StatusCode;
-use idemkey_core::testkit::pg_url;
 use idemkey_sqlx::PgStore;
+use idemkey_test_support::needs::postgres_url as pg_url;
 use idemkey_tower::atomic::{AtomicIdempotencyLayer, DbError, Tx};
 use idemkey_tower::{Actor, Config, IdempotencyLayer};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
@@ -72,9 +73,9 @@ async fn synchronous_commit(pool: &PgPool) -> String {
 /// Contract §8: `synchronous_commit=on` for the store's connections, even where the server
 /// (here: the role's default) has it off, so an acknowledged note is never lost with its
 /// record. Set in the connection options: no statement per request.
-#[tokio::test]
+#[idemkey_test_support::test(needs = [postgres])]
 async fn the_store_commits_synchronously_whatever_the_server_default() {
-    let Some(url) = pg_url() else { return };
+    let url = pg_url();
     let admin = admin(&url).await;
     let off = "ALTER ROLE {role} SET synchronous_commit = off";
     let plain = PgConnectOptions::from_str(&url).unwrap();
@@ -107,9 +108,9 @@ async fn as_alice(mut request: Request) -> Request {
 /// Contract §10: a store failure that will not pass by retrying (here 42501, permission
 /// denied, or 42P01 where the table is not there) is 500 `store-failed`, never 503
 /// `store-unavailable` with `Retry-After`, which would have clients retry forever.
-#[tokio::test]
+#[idemkey_test_support::test(needs = [postgres])]
 async fn a_permanent_store_failure_is_500_without_retry_after() {
-    let Some(url) = pg_url() else { return };
+    let url = pg_url();
     let admin = admin(&url).await;
     let options = PgStore::connect_options(&url).unwrap();
     let (role, pool) = as_new_role(&admin, options, "").await;
@@ -160,9 +161,9 @@ async fn insert_then_wait(
 /// Contract §10, atomic mode, a request without a key: when the connection is lost under the
 /// `COMMIT`, nobody knows whether it committed. That is 500 `outcome-unknown`, not 503
 /// `store-unavailable` ("not executed, retry"), which would have the client create twice.
-#[tokio::test]
+#[idemkey_test_support::test(needs = [postgres])]
 async fn a_lost_commit_without_a_key_is_outcome_unknown() {
-    let Some(url) = pg_url() else { return };
+    let url = pg_url();
     let admin = admin(&url).await;
     let schema = unique("idemkey_apps");
     exec(&admin, format!("CREATE SCHEMA {schema}")).await;

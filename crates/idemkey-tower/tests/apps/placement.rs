@@ -20,7 +20,7 @@ async fn list() -> &'static str {
 
 /// `Router::layer`: a path no route matches goes to the router's fallback, which the layer
 /// wraps too; nothing may be claimed or stored for it.
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn an_unknown_path_is_never_claimed() {
     for mode in Mode::ALL {
         let db = Db::new().await;
@@ -41,7 +41,7 @@ async fn an_unknown_path_is_never_claimed() {
 }
 
 /// The application's own fallback is no handler of a route either.
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn a_custom_fallback_is_never_claimed() {
     for mode in Mode::ALL {
         let db = Db::new().await;
@@ -62,7 +62,7 @@ async fn a_custom_fallback_is_never_claimed() {
 ///
 /// axum tells a route's layer nothing about which methods have handlers, so the layer claims
 /// before the router's 405 answers and then frees the key; `route_layer` avoids the claim.
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn a_method_the_route_does_not_serve_is_not_stored() {
     for mode in Mode::ALL {
         let db = Db::new().await;
@@ -85,7 +85,7 @@ async fn a_method_the_route_does_not_serve_is_not_stored() {
 }
 
 /// With `route_layer`, the 405 never reaches the layer: no claim at all.
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn route_layer_keeps_other_methods_away_from_the_layer() {
     let db = Db::new().await;
     let layer = idemkey_tower::IdempotencyLayer::new(db.store.clone());
@@ -102,7 +102,7 @@ async fn route_layer_keeps_other_methods_away_from_the_layer() {
 }
 
 /// GET and HEAD beside the protected POST: their key headers are ignored, nothing recorded.
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn reads_beside_the_route_pass_through() {
     for mode in Mode::ALL {
         let db = Db::new().await;
@@ -127,7 +127,7 @@ async fn reads_beside_the_route_pass_through() {
 
 /// A plain tower service mounted with `nest_service` is protected inside: axum gives it no
 /// `MatchedPath`, yet it is a handler, not a fallback.
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn a_service_mounted_with_nest_service_is_protected() {
     let db = Db::new().await;
     let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));

@@ -46,7 +46,7 @@ fn app(mode: Mode, store: SqliteStore, gate: Arc<Gate>) -> (Router, Executions) 
     (router, executions)
 }
 
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn shutdown_waits_for_executions_whose_clients_left() {
     for mode in Mode::ALL {
         let db = Db::new().await;

@@ -90,7 +90,7 @@ const NOTE: &str = r#"{"title": "quarterly plan"}"#;
 
 /// Contract §4: the same key and body sent to two tenants are two different requests. The
 /// nested router sees `/notes` for both; the fingerprint must cover the path the client sent.
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn nested_tenants_never_share_a_response() {
     for mode in Mode::ALL {
         let db = Db::new().await;
@@ -109,7 +109,7 @@ async fn nested_tenants_never_share_a_response() {
 }
 
 /// Query parameters are part of the request; their order is not.
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn query_parameters_are_part_of_the_request() {
     for mode in Mode::ALL {
         let db = Db::new().await;
@@ -126,7 +126,7 @@ async fn query_parameters_are_part_of_the_request() {
 
 /// Contract §4 and §6: axum's `Json` rejections (415, 400, 422) reject the request's shape.
 /// They are not stored, and the client that corrects its body reuses its key.
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn rejected_extractions_leave_the_key_usable() {
     for mode in Mode::ALL {
         let db = Db::new().await;
@@ -167,7 +167,7 @@ async fn rejected_extractions_leave_the_key_usable() {
 }
 
 /// Authentication runs outside the layer: without credentials nothing is claimed.
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn unauthenticated_requests_never_reach_the_layer() {
     let db = Db::new().await;
     let client = app(&db, Mode::Atomic).await;

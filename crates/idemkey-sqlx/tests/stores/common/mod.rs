@@ -17,11 +17,6 @@ pub trait Fixture: Send + Sync + 'static {
     /// The backend.
     type DB: Backend;
 
-    /// Whether the backend's database is there to test against (a server may not be).
-    fn available() -> bool {
-        true
-    }
-
     /// A store on a database of its own, migrated, with an empty `note` table.
     fn store() -> impl Future<Output = SqlxStore<Self::DB>> + Send;
 
@@ -50,10 +45,6 @@ pub struct CommitTime<F>(std::marker::PhantomData<F>);
 
 impl<F: Fixture> Fixture for CommitTime<F> {
     type DB = F::DB;
-
-    fn available() -> bool {
-        F::available()
-    }
 
     fn store() -> impl Future<Output = SqlxStore<Self::DB>> + Send {
         F::store()
@@ -102,11 +93,12 @@ where
     })
 }
 
-/// Expands to one `#[tokio::test]` per seed case for a fixture.
+/// Expands to one test per seed case for a fixture, which `needs` what its database needs
+/// (`#[idemkey_test_support::test]`'s `needs`).
 #[macro_export]
 macro_rules! seed_cases {
-    ($fixture:ty) => {
-        $crate::seed_cases!(@each $fixture;
+    ($fixture:ty $(, needs = [$($need:ident),* $(,)?])?) => {
+        $crate::seed_cases!(@each ($fixture) [$($($need),*)?];
             response_lost_after_commit_then_identical_retry,
             same_actor_and_key_with_changed_title_is_rejected,
             another_actor_with_the_same_key_gets_a_separate_note,
@@ -126,13 +118,11 @@ macro_rules! seed_cases {
             a_released_record_is_claimed_again_once,
         );
     };
-    (@each $fixture:ty; $($case:ident),* $(,)?) => {
+    // `$needs` is one token tree (`[...]`), so that it repeats with each case.
+    (@each ($fixture:ty) $needs:tt; $($case:ident),* $(,)?) => {
         $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = $needs)]
             async fn $case() {
-                if !<$fixture as $crate::common::Fixture>::available() {
-                    return;
-                }
                 $crate::common::seed::$case::<$fixture>().await;
             }
         )*

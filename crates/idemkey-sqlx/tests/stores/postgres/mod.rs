@@ -2,8 +2,8 @@
 //! (`postgres/pg/waits.rs`, `postgres/pg/faults.rs`): duplicates that wait for an uncommitted claim, bounded and
 //! capped; re-runs after serialization failures; lost connections.
 //!
-//! Needs `IDEMKEY_TEST_PG_URL` (required when `CI` is set, skipped loudly otherwise); every
-//! test works in a PostgreSQL schema of its own.
+//! Needs `IDEMKEY_TEST_PG_URL` or a server at 127.0.0.1:5432 (required when `CI` is set,
+//! the tests ignored otherwise); every test works in a PostgreSQL schema of its own.
 
 mod pg;
 
@@ -15,20 +15,18 @@ use idemkey_sqlx::{Backend, PgStore};
 use pg::PgFixture;
 use sqlx::Postgres;
 
-idemkey_core::store_conformance_suite!({
-    if !PgFixture::available() {
-        return;
-    }
-    PgFixture::store()
-});
+idemkey_core::store_conformance_suite!(
+    PgFixture::store(),
+    test: idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres]),
+);
 
-seed_cases!(PgFixture);
+seed_cases!(PgFixture, needs = [postgres]);
 
 /// The seed cases again with the commit-time strategy.
 mod commit_time {
     use super::*;
 
-    seed_cases!(crate::common::CommitTime<PgFixture>);
+    seed_cases!(crate::common::CommitTime<PgFixture>, needs = [postgres]);
 }
 
 async fn db_ms(store: &PgStore) -> i64 {
@@ -43,11 +41,8 @@ async fn db_ms(store: &PgStore) -> i64 {
 /// only durations and has no application clock at all. A claim made late in a transaction
 /// gets the time of its statement, not the transaction's start (`now()`), and `lookup`
 /// measures what is left of the lease with the same clock.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn leases_and_expiry_come_from_the_database_clock() {
-    if !PgFixture::available() {
-        return;
-    }
     let store = PgFixture::store().await;
     let req = idemkey_core::testkit::request("{}").lease(Duration::from_secs(3600));
     let mut tx = store.begin_write().await.unwrap();
@@ -94,11 +89,8 @@ async fn leases_and_expiry_come_from_the_database_clock() {
 
 /// Write transactions are READ COMMITTED even where the database defaults to SERIALIZABLE,
 /// and `synchronous_commit` is left on.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn write_transactions_are_read_committed_with_synchronous_commit() {
-    if !PgFixture::available() {
-        return;
-    }
     let pool = sqlx::postgres::PgPoolOptions::new().max_connections(2);
     let store = pg::store_with(pool, |o| {
         o.options([("default_transaction_isolation", "serializable")])
@@ -128,11 +120,8 @@ async fn write_transactions_are_read_committed_with_synchronous_commit() {
 
 /// `connect_with` sizes the pool and the waiter cap, and applies the migrations, which land
 /// with their tracking table in the connection's schema; applying them again changes nothing.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn connect_with_migrates_into_the_connection_schema() {
-    if !PgFixture::available() {
-        return;
-    }
     let store = PgStore::connect_with(pg::fresh_schema().await)
         .await
         .unwrap();

@@ -17,7 +17,7 @@ type CommitTime = crate::common::CommitTime<SqliteFixture>;
 /// The statements run as one command on this driver: committed once, visible from another
 /// connection at once; a second insert of the scope stops before its `COMMIT`. Fails if a
 /// sqlx upgrade stops running several statements in one command (or starts refusing them).
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn the_insert_and_the_commit_are_one_command() {
     let store = open(&fresh_path()).await;
     let req = request("actor-folded", "key-a", "folded");
@@ -51,7 +51,7 @@ fn url(store: &SqliteStore) -> String {
 /// A record committed by another process between a request's lookup and its insert: the
 /// insert stops at the scope's row, the upsert finds it live, the speculation rolls back
 /// (its note with it) and the request replays the winner.
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn a_record_committed_after_the_lookup_wins_and_the_speculation_rolls_back() {
     let path = fresh_path();
     let winner = open(&path).await;
@@ -89,7 +89,7 @@ fn first_response(outcome: &Outcome<StoredResponse>) -> StoredResponse {
 
 /// An expired record of the scope stops the plain insert too; the upsert then replaces it
 /// and the request executes anew.
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn an_expired_record_is_replaced() {
     let store = open(&fresh_path()).await;
     let mut req = request("actor-expired", "key-a", "again");
@@ -108,7 +108,7 @@ async fn an_expired_record_is_replaced() {
 
 /// A `COMMIT` that fails inside the command is the request's error: nothing of it stays,
 /// and the writer serves the next request.
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn a_commit_that_fails_in_the_command_is_an_error_and_leaves_nothing() {
     let store = open(&fresh_path()).await;
     doom_commits_of(&store, "INSERT").await;

@@ -68,7 +68,10 @@ impl Fixture for SqliteFixture {
     }
 }
 
-idemkey_core::store_conformance_suite!(SqliteFixture::store());
+idemkey_core::store_conformance_suite!(
+    SqliteFixture::store(),
+    test: idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2),
+);
 
 seed_cases!(SqliteFixture);
 
@@ -81,7 +84,7 @@ mod commit_time {
     seed_cases!(crate::common::CommitTime<SqliteFixture>);
 }
 
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn settings_are_wal_full_and_busy_timeout() {
     let store = SqliteFixture::store().await;
     let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
@@ -99,7 +102,7 @@ async fn settings_are_wal_full_and_busy_timeout() {
     assert_eq!((mode.as_str(), sync, busy), ("wal", 2, 5000));
 }
 
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn an_exhausted_busy_timeout_is_store_unavailable() {
     let path = fresh_path();
     let store = open(&path).await;
@@ -131,7 +134,7 @@ async fn an_exhausted_busy_timeout_is_store_unavailable() {
 const CHILD_ENV: &str = "IDEMKEY_TEST_CHILD";
 
 /// Two OS processes, each past its lookup before either claims, on one database file.
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn two_processes_on_one_file_create_one_note() {
     let path = fresh_path();
     let store = open(&path).await;
@@ -172,7 +175,7 @@ async fn two_processes_on_one_file_create_one_note() {
 }
 
 /// The child side of the test above; does nothing unless started by it.
-#[tokio::test]
+#[idemkey_test_support::test]
 #[ignore = "started as a child process by two_processes_on_one_file_create_one_note"]
 async fn child_process_creates_a_note() {
     let Ok(spec) = std::env::var(CHILD_ENV) else {
@@ -234,7 +237,7 @@ async fn doom_commits_of(store: &SqliteStore, event: &str) {
 /// Lease mode's claim commits on its own as its statement completes; a commit that fails is
 /// an error, not a claim. (sqlx ignores the result of resetting a statement it stopped
 /// reading early, which is where such a commit happens: reading one row was not enough.)
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn a_claim_whose_commit_fails_is_an_error() {
     use idemkey_core::Store;
     let store = open(&fresh_path()).await;
@@ -246,7 +249,7 @@ async fn a_claim_whose_commit_fails_is_an_error() {
 }
 
 /// The same for a takeover of a released record.
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn a_reclaim_whose_commit_fails_is_an_error() {
     use idemkey_core::{Store, TryClaim};
     let store = open(&fresh_path()).await;
@@ -265,7 +268,7 @@ async fn a_reclaim_whose_commit_fails_is_an_error() {
 
 /// Contract §8a: the derived-key secret is the store's, made once and kept in the file: a
 /// second store on the same file and a store opened after a restart read the same secret.
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn the_secret_is_kept_in_the_database() {
     use idemkey_core::Store;
     let path = fresh_path();
@@ -303,7 +306,7 @@ mod replay_cache {
 
     const MIB: u64 = 1024 * 1024;
 
-    #[tokio::test]
+    #[idemkey_test_support::test]
     async fn a_cached_replay_needs_no_database() {
         let path = fresh_path();
         let store = open(&path)
@@ -334,7 +337,7 @@ mod replay_cache {
         assert!(matches!(record.state, RecordState::Completed(_)));
     }
 
-    #[tokio::test]
+    #[idemkey_test_support::test]
     async fn forget_through_the_store_takes_effect_at_once() {
         let store = open(&fresh_path())
             .await
@@ -355,7 +358,7 @@ mod replay_cache {
         assert_eq!(SqliteFixture::count_notes(&store).await, 2);
     }
 
-    #[tokio::test]
+    #[idemkey_test_support::test]
     async fn a_forget_elsewhere_reaches_the_cache_within_its_time_to_live() {
         let path = fresh_path();
         let ttl = Duration::from_millis(200);
@@ -378,7 +381,7 @@ mod replay_cache {
         assert!(matches!(fresh, Outcome::Executed(_)), "{fresh:?}");
     }
 
-    #[tokio::test]
+    #[idemkey_test_support::test]
     async fn only_completed_records_are_cached() {
         let store = open(&fresh_path())
             .await
@@ -402,7 +405,7 @@ mod replay_cache {
 /// A database the store creates, and the `-wal` and `-shm` files SQLite makes beside it, are
 /// readable by their owner only: they hold stored responses and raw keys.
 #[cfg(unix)]
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn a_new_database_and_its_journal_files_are_private() {
     use std::os::unix::fs::PermissionsExt;
 
@@ -422,7 +425,7 @@ async fn a_new_database_and_its_journal_files_are_private() {
 /// `lookup_atomic` decides what the record alone decides, and nothing else: a replay and a
 /// mismatch of a completed record, a request in flight; no record is `Absent`; a released
 /// record is `Undecided` (only a claim's write takes it again).
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn look_up_decides_only_what_the_record_decides() {
     use idemkey_core::testkit::request;
     use idemkey_core::{Answer, Begin, ExpiredLease, Store, StoredResponse, TryClaim, begin};

@@ -14,11 +14,8 @@ const SERIALIZATION_FAILURE: &str =
     "DO $$ BEGIN RAISE EXCEPTION 'provoked' USING ERRCODE = '40001'; END $$";
 const DEADLOCK: &str = "DO $$ BEGIN RAISE EXCEPTION 'provoked' USING ERRCODE = '40P01'; END $$";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn serialization_failures_and_deadlocks_rerun_the_handler() {
-    if !PgFixture::available() {
-        return;
-    }
     let store = PgFixture::store().await;
     for sql in [SERIALIZATION_FAILURE, DEADLOCK] {
         let req = request(&actor(), "key-a", "rerun");
@@ -30,11 +27,8 @@ async fn serialization_failures_and_deadlocks_rerun_the_handler() {
     assert_eq!(PgFixture::count_notes(&store).await, 2);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn a_serialization_failure_every_time_is_store_unavailable_after_3_attempts() {
-    if !PgFixture::available() {
-        return;
-    }
     let store = PgFixture::store().await;
     let req = request(&actor(), "key-a", "never");
     let handler = TestNote::new(&req, "never").before(SERIALIZATION_FAILURE, |_| true);
@@ -55,11 +49,8 @@ async fn a_serialization_failure_every_time_is_store_unavailable_after_3_attempt
 
 /// A deferred constraint trigger fails the first `COMMIT` with 40001: the error from the
 /// commit keeps its `sqlx::Error`, so the runner recognises it and runs the handler again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn a_serialization_failure_at_commit_reruns_the_handler() {
-    if !PgFixture::available() {
-        return;
-    }
     let store = PgFixture::store().await;
     sqlx::raw_sql(
         "CREATE SEQUENCE commits;
@@ -117,21 +108,15 @@ async fn killed_at(point: Point) -> (idemkey_sqlx::PgStore, super::tools::NoteRe
     (store, outcome)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn a_lost_connection_mid_request_writes_nothing_and_a_retry_executes_once() {
-    if !PgFixture::available() {
-        return;
-    }
     let (_, outcome) = killed_at(Point::BeforeComplete).await;
     assert!(matches!(outcome, Err(AtomicError::Store(_))), "{outcome:?}");
 }
 
 /// The commit's reply never comes: the caller cannot know whether it committed.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn a_lost_connection_at_commit_is_outcome_unknown() {
-    if !PgFixture::available() {
-        return;
-    }
     let (_, outcome) = killed_at(Point::BeforeCommit).await;
     assert!(
         matches!(outcome, Err(AtomicError::Store(Error::OutcomeUnknown(_)))),

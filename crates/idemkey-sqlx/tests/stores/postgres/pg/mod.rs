@@ -28,19 +28,15 @@ const NOTE_TABLE: &str = "CREATE TABLE note (
     title TEXT NOT NULL CHECK (length(trim(title)) BETWEEN 1 AND 200)
 )";
 
-/// The server's URL; `None` (after a loud notice) when it is not set outside CI.
-pub fn url() -> Option<String> {
-    idemkey_core::testkit::pg_url()
+/// The server's URL (`IDEMKEY_TEST_PG_URL`, else one answering at 127.0.0.1:5432).
+pub fn url() -> String {
+    idemkey_test_support::pg::url()
 }
 
 pub struct PgFixture;
 
 impl Fixture for PgFixture {
     type DB = Postgres;
-
-    fn available() -> bool {
-        url().is_some()
-    }
 
     /// Pool of 40. Every duplicate may wait: the seed's 32-request race expects each loser to
     /// wait for the winner and replay; the cap itself has a test of its own.
@@ -94,7 +90,7 @@ pub async fn store_with(
 
 /// Options for a fresh schema of its own: its name as `search_path` and `application_name`.
 pub async fn fresh_schema() -> PgConnectOptions {
-    let url = url().expect("PostgreSQL tests check `available()` first");
+    let url = url();
     let schema = create_schema(&url).await;
     PgStore::connect_options(&url)
         .unwrap()

@@ -41,11 +41,8 @@ async fn winner_and_blocked_duplicate(store: &PgStore) -> (Gate, Task, Task) {
     (gate, winner, duplicate)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn a_duplicate_waits_for_the_winner_then_replays_it() {
-    if !PgFixture::available() {
-        return;
-    }
     let store = PgFixture::store().await.with_claim_lock_timeout(PATIENT);
     let (gate, winner, duplicate) = winner_and_blocked_duplicate(&store).await;
     gate.pass();
@@ -59,11 +56,8 @@ async fn a_duplicate_waits_for_the_winner_then_replays_it() {
     assert_eq!(PgFixture::count_notes(&store).await, 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn a_duplicate_executes_when_the_winner_rolls_back() {
-    if !PgFixture::available() {
-        return;
-    }
     let store = PgFixture::store().await.with_claim_lock_timeout(PATIENT);
     let (gate, winner, duplicate) = winner_and_blocked_duplicate(&store).await;
     gate.fail();
@@ -77,11 +71,8 @@ async fn a_duplicate_executes_when_the_winner_rolls_back() {
     assert_eq!(PgFixture::count_records(&store).await, 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn a_wait_past_the_claim_lock_timeout_is_in_flight() {
-    if !PgFixture::available() {
-        return;
-    }
     let store = PgFixture::store()
         .await
         .with_claim_lock_timeout(Duration::from_millis(50));
@@ -112,11 +103,8 @@ async fn a_wait_past_the_claim_lock_timeout_is_in_flight() {
 /// A claim whose lock wait is cancelled (57014: what PostgreSQL reports when the lock timeout
 /// fires in the instant the lock is granted, and what an operator's `pg_cancel_backend`
 /// causes) is in flight, not a store failure: it rolled back and nothing ran.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn a_cancelled_claim_wait_is_in_flight() {
-    if !PgFixture::available() {
-        return;
-    }
     let store = PgFixture::store().await.with_claim_lock_timeout(PATIENT);
     let (gate, winner, duplicate) = winner_and_blocked_duplicate(&store).await;
     // The claim may be blocked in its short first attempt, whose end (cancelled or not)
@@ -146,11 +134,8 @@ async fn a_cancelled_claim_wait_is_in_flight() {
 /// The claim's short lock timeout is gone once the claim is made: a business statement
 /// waits on a row lock for many times that bound, then succeeds, and it sees the session's
 /// own `lock_timeout` (set with `SET`, so `RESET` would not bring it back).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn business_statements_keep_their_ordinary_lock_waits() {
-    if !PgFixture::available() {
-        return;
-    }
     let pool = PgPoolOptions::new()
         .max_connections(4)
         .after_connect(|conn, _| {
@@ -239,11 +224,8 @@ impl AtomicHandler<Postgres> for UpdateLocked {
 
 /// Pool of 4, at most 2 waiters, 16 duplicates while the winner is held open: 2 wait and
 /// replay, 14 are answered in flight, and the pool still serves another request meanwhile.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn duplicates_beyond_the_waiter_cap_are_in_flight() {
-    if !PgFixture::available() {
-        return;
-    }
     let store = store_with(PgPoolOptions::new().max_connections(4), |o| o)
         .await
         .with_claim_lock_timeout(PATIENT)
@@ -290,11 +272,8 @@ async fn duplicates_beyond_the_waiter_cap_are_in_flight() {
 /// This process's duplicates of a request whose claim gives up on another instance's claim
 /// (here at once: the only waiter permit is taken) are in flight with it: they do not claim
 /// after it, each giving up in turn, nor wait out their own, longer bound.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn in_process_duplicates_of_a_claim_that_gave_up_are_in_flight_with_it() {
-    if !PgFixture::available() {
-        return;
-    }
     let store = PgFixture::store()
         .await
         .with_claim_lock_timeout(PATIENT)

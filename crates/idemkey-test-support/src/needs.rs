@@ -1,0 +1,181 @@
+//! What a test may need beyond the workspace: a server it does not start itself, a program,
+//! or root. Each need is probed once per process; the runner ([`crate::trials`]) ignores a
+//! test whose need is missing, except in CI, where the test runs and fails on [`Need::require`].
+
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// The variable naming the PostgreSQL server the tests run against.
+pub const PG_URL_ENV: &str = "IDEMKEY_TEST_PG_URL";
+/// The PostgreSQL server used when [`PG_URL_ENV`] is not set and one answers here.
+pub const PG_DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+/// The variable naming the standalone Redis server the tests run against.
+pub const REDIS_URL_ENV: &str = "IDEMKEY_TEST_REDIS_URL";
+/// The standalone Redis server used when [`REDIS_URL_ENV`] is not set and one answers here.
+pub const REDIS_DEFAULT_URL: &str = "redis://127.0.0.1:6379";
+/// The variable naming a Valkey 8+ server program for the Valkey tests.
+pub const VALKEY_ENV: &str = "IDEMKEY_TEST_VALKEY_SERVER";
+
+/// Something a test needs, named in `#[idemkey_test_support::test(needs = [...])]` in snake
+/// case (`pg_server` for [`Need::PgServer`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Need {
+    /// A PostgreSQL server: [`PG_URL_ENV`], else one answering at 127.0.0.1:5432.
+    Postgres,
+    /// A standalone Redis server: [`REDIS_URL_ENV`], else one answering at 127.0.0.1:6379.
+    Redis,
+    /// A Valkey server program: [`VALKEY_ENV`], else `valkey-server` on the `PATH`.
+    Valkey,
+    /// Mounting a tmpfs (root).
+    Tmpfs,
+    /// `chattr +i` on a file of the temporary directory (root and ext4).
+    Chattr,
+    /// PostgreSQL's server binaries, run as the `postgres` user (root).
+    PgServer,
+}
+
+impl Need {
+    /// Why this need is missing here, or `None` when it is met. Probed once per process; a
+    /// variable naming a server is trusted without a probe, as the user asked for it.
+    pub fn missing(self) -> Option<&'static str> {
+        static MET: [OnceLock<bool>; 6] = [const { OnceLock::new() }; 6];
+        let met = *MET[self as usize].get_or_init(|| self.probe());
+        (!met).then(|| self.reason())
+    }
+
+    /// Fails the test, with what is missing and how to provide it, unless this need is met.
+    pub fn require(self) {
+        if let Some(reason) = self.missing() {
+            panic!("{reason}");
+        }
+    }
+
+    fn probe(self) -> bool {
+        match self {
+            Self::Postgres => env_or(PG_URL_ENV, || answers(5432)),
+            Self::Redis => env_or(REDIS_URL_ENV, || answers(6379)),
+            Self::Valkey => env_or(VALKEY_ENV, || succeeds(&mut valkey_version())),
+            Self::Tmpfs => can_mount_tmpfs(),
+            Self::Chattr => can_make_immutable(),
+            Self::PgServer => pg_server_bin().is_some_and(|bin| {
+                let initdb = bin.join("initdb");
+                succeeds(
+                    Command::new("runuser")
+                        .args(["-u", "postgres", "--"])
+                        .arg(initdb)
+                        .arg("--version"),
+                )
+            }),
+        }
+    }
+
+    fn reason(self) -> &'static str {
+        match self {
+            Self::Postgres => {
+                "no PostgreSQL at 127.0.0.1:5432; set IDEMKEY_TEST_PG_URL=postgres://USER@HOST:PORT/DB to run the PostgreSQL tests"
+            }
+            Self::Redis => {
+                "no Redis at 127.0.0.1:6379; set IDEMKEY_TEST_REDIS_URL=redis://HOST:PORT to run the Redis tests"
+            }
+            Self::Valkey => {
+                "no valkey-server on the PATH; set IDEMKEY_TEST_VALKEY_SERVER=/path/to/valkey-server to run the Valkey tests"
+            }
+            Self::Tmpfs => "cannot mount a tmpfs (needs root)",
+            Self::Chattr => {
+                "chattr +i fails in the temporary directory (needs root and a filesystem with the immutable flag, such as ext4)"
+            }
+            Self::PgServer => {
+                "no PostgreSQL server binaries under /usr/lib/postgresql, or no `postgres` user to run them as (needs root)"
+            }
+        }
+    }
+}
+
+/// The PostgreSQL server's URL: [`PG_URL_ENV`], else [`PG_DEFAULT_URL`] if a server answers.
+/// Neither: the test fails, saying so.
+pub fn postgres_url() -> String {
+    std::env::var(PG_URL_ENV).unwrap_or_else(|_| {
+        Need::Postgres.require();
+        PG_DEFAULT_URL.to_owned()
+    })
+}
+
+/// The standalone Redis server's URL: [`REDIS_URL_ENV`], else [`REDIS_DEFAULT_URL`] if a
+/// server answers. Neither: the test fails, saying so.
+pub fn redis_url() -> String {
+    std::env::var(REDIS_URL_ENV).unwrap_or_else(|_| {
+        Need::Redis.require();
+        REDIS_DEFAULT_URL.to_owned()
+    })
+}
+
+/// The Valkey server program: [`VALKEY_ENV`], else `valkey-server` if it is on the `PATH`.
+/// Neither: the test fails, saying so.
+pub fn valkey_program() -> String {
+    std::env::var(VALKEY_ENV).unwrap_or_else(|_| {
+        Need::Valkey.require();
+        "valkey-server".to_owned()
+    })
+}
+
+/// The newest PostgreSQL server binaries' directory under `/usr/lib/postgresql`, if any.
+pub fn pg_server_bin() -> Option<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|entry| Some(entry.ok()?.path().join("bin")))
+        .filter(|bin| bin.join("initdb").exists())
+        .collect();
+    found.sort();
+    found.pop()
+}
+
+fn env_or(env: &str, probe: impl FnOnce() -> bool) -> bool {
+    std::env::var_os(env).is_some() || probe()
+}
+
+/// Whether something accepts a TCP connection on this port of 127.0.0.1 within a moment.
+fn answers(port: u16) -> bool {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    TcpStream::connect_timeout(&addr, Duration::from_millis(300)).is_ok()
+}
+
+fn valkey_version() -> Command {
+    let mut command = Command::new("valkey-server");
+    command.arg("--version");
+    command
+}
+
+/// Whether `command` runs and exits 0, its output discarded.
+fn succeeds(command: &mut Command) -> bool {
+    command
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+fn can_mount_tmpfs() -> bool {
+    let Ok(dir) = tempfile::tempdir() else {
+        return false;
+    };
+    let mount = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+        .arg(dir.path())
+        .output()
+        .is_ok_and(|out| out.status.success());
+    // Unmounted before the directory is removed, so the probe leaves nothing behind.
+    mount && succeeds(Command::new("umount").arg(dir.path()))
+}
+
+fn can_make_immutable() -> bool {
+    let Ok(file) = tempfile::NamedTempFile::new() else {
+        return false;
+    };
+    let set = succeeds(Command::new("chattr").arg("+i").arg(file.path()));
+    // Cleared whatever happened, or the file could not be deleted.
+    let cleared = succeeds(Command::new("chattr").arg("-i").arg(file.path()));
+    set && cleared
+}
