@@ -17,7 +17,9 @@ pub enum Decision {
     Replay(StoredResponse),
     /// Another executor holds a live lease: 409 `request-in-flight`, or wait.
     InFlight {
-        /// When to try again.
+        /// What is left of the original's lease, in whole seconds (at least one): by then its
+        /// answer is stored or its lease expired. The latest a retry need wait; a front end
+        /// may send the client back sooner, when the answer is likely.
         retry_after: Duration,
     },
     /// Claim the record again under its id: it was released, or its executor is presumed
@@ -65,7 +67,9 @@ pub enum Begin {
     Mismatch,
     /// 409 `request-in-flight`.
     InFlight {
-        /// When to try again.
+        /// What is left of the original's lease, in whole seconds (at least one): by then its
+        /// answer is stored or its lease expired. The latest a retry need wait; a front end
+        /// may send the client back sooner, when the answer is likely.
         retry_after: Duration,
     },
 }
@@ -196,7 +200,9 @@ pub enum Answer {
     Mismatch,
     /// 409 `request-in-flight`.
     InFlight {
-        /// When to try again.
+        /// What is left of the original's lease, in whole seconds (at least one): by then its
+        /// answer is stored or its lease expired. The latest a retry need wait; a front end
+        /// may send the client back sooner, when the answer is likely.
         retry_after: Duration,
     },
 }

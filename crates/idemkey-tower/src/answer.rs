@@ -5,13 +5,25 @@ use std::time::Duration;
 
 use crate::Body;
 use http::Response;
-use idemkey_core::{Answer, Begin, Claim, Error, Problem, ProblemKind, retry_after};
+use idemkey_core::{Answer, Begin, Claim, Error, Problem, ProblemKind};
 
+use crate::misconfig::{Noticed, no_actor};
 use crate::observe::outcome;
-use crate::{Config, problem_response, replay_response};
+use crate::prepare::UNAUTHENTICATED;
+use crate::{Config, Rejection, problem_response, replay_response};
 
 /// `Retry-After` of `store-unavailable`.
 const STORE_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// The response to a request rejected before execution. A keyed request without an actor is
+/// also logged, once per layer (`noticed`): it is as often the layer's placement as the client.
+pub(crate) fn rejected(rejection: &Rejection, noticed: &Noticed) -> Response<Body> {
+    if rejection.outcome == UNAUTHENTICATED {
+        no_actor(noticed);
+    }
+    outcome(rejection.outcome);
+    problem_response(&rejection.problem)
+}
 
 /// The response to a request that `begun` answers without executing: a replay,
 /// `key-reused` or `request-in-flight`; a granted claim is given back.
@@ -49,9 +61,12 @@ pub(crate) fn answer(
                 .status(config.mismatch_status.as_u16())
                 .detail("this key was already used for a different request")
         }
+        // The decision's `retry_after` is what is left of the original's lease: when the
+        // answer is sure to be there, not when it is likely to be.
         Answer::InFlight { retry_after } => {
             outcome("in_flight");
-            Problem::new(ProblemKind::RequestInFlight).retry_after(retry_after)
+            Problem::new(ProblemKind::RequestInFlight)
+                .retry_after(config.in_flight_retry(retry_after))
         }
     };
     problem_response(&problem)
@@ -75,11 +90,12 @@ pub(crate) fn handler_failed() -> Problem {
 }
 
 /// The problem of a handler whose transaction rolled back because its lease was lost
-/// meanwhile: a newer execution holds the request, whose answer will be stored.
-pub(crate) fn lease_lost(lease: Duration) -> Problem {
+/// meanwhile: a newer execution holds the request, whose answer will be stored. Its
+/// `Retry-After` is that of any `request-in-flight` ([`Config::in_flight_retry_after`]).
+pub(crate) fn lease_lost(config: &Config) -> Problem {
     Problem::new(ProblemKind::RequestInFlight)
         .detail("another execution holds this request now; retry with the same key")
-        .retry_after(retry_after(lease))
+        .retry_after(config.in_flight_retry(config.lease))
 }
 
 /// A store failure: the request was not executed, unless the outcome is unknown. Only what

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderName, Method, StatusCode};
-use idemkey_core::{DEFAULT_LEASE, DEFAULT_RETENTION, ExpiredLease, StatusPolicy};
+use idemkey_core::{DEFAULT_LEASE, DEFAULT_RETENTION, ExpiredLease, StatusPolicy, retry_after};
 
 use crate::{
     ActorExtension, DefaultOperation, IDEMPOTENCY_KEY, JsonSelection, MakeActor, MakeOperation,
@@ -14,6 +14,10 @@ use crate::{
 
 /// One MiB, the default request body and response storage limit.
 const MIB: usize = 1024 * 1024;
+
+/// The default [`Config::in_flight_retry_after`]: most handlers answer within a second, and
+/// `Retry-After` says nothing shorter.
+const DEFAULT_IN_FLIGHT_RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// Settings of one [`IdempotencyLayer`](crate::IdempotencyLayer), or of an atomic-mode layer
 /// (which holds no lease, so the lease settings do not apply to it). Every field has the
@@ -80,6 +84,12 @@ pub struct Config {
     /// How long a duplicate waits for an in-flight original before answering 409.
     /// Defaults to `None`: answer 409 `request-in-flight` at once.
     pub wait_in_flight: Option<Duration>,
+    /// The `Retry-After` of `request-in-flight`: when a retry is likely to find the
+    /// original's answer. Defaults to 1s, the shortest `Retry-After` there is; set it near the
+    /// route's usual execution time. Never more than what is left of the original's lease
+    /// (by then it is stored or taken over), and sent in whole seconds, rounded up, at
+    /// least one (behaviour [§5](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#5-decisions)).
+    pub in_flight_retry_after: Duration,
     /// The status of `key-reused`. Defaults to 422.
     pub mismatch_status: StatusCode,
     /// The secret behind derived keys. Defaults to `None`: the store's own
@@ -113,6 +123,7 @@ impl Default for Config {
                 HeaderName::from_static("tracestate"),
             ],
             wait_in_flight: None,
+            in_flight_retry_after: DEFAULT_IN_FLIGHT_RETRY_AFTER,
             mismatch_status: StatusCode::UNPROCESSABLE_ENTITY,
             secret: None,
             request_id_header: HeaderName::from_static("x-request-id"),
@@ -226,6 +237,13 @@ impl Config {
         self
     }
 
+    /// Sets [`Config::in_flight_retry_after`].
+    #[must_use]
+    pub fn in_flight_retry_after(mut self, after: Duration) -> Self {
+        self.in_flight_retry_after = after;
+        self
+    }
+
     /// Sets [`Config::mismatch_status`].
     #[must_use]
     pub fn mismatch_status(mut self, status: StatusCode) -> Self {
@@ -259,6 +277,12 @@ impl Config {
         self.methods.contains(method)
     }
 
+    /// The `Retry-After` of `request-in-flight` for an original whose lease ends within
+    /// `lease_remaining`: [`Config::in_flight_retry_after`], capped by it.
+    pub(crate) fn in_flight_retry(&self, lease_remaining: Duration) -> Duration {
+        retry_after(self.in_flight_retry_after.min(lease_remaining))
+    }
+
     /// How often the lease is renewed while the handler runs; `None` for a zero lease.
     pub fn heartbeat_every(&self) -> Option<Duration> {
         Some(self.lease / 3).filter(|every| !every.is_zero())
@@ -281,6 +305,7 @@ impl fmt::Debug for Config {
             .field("fingerprint_headers", &self.fingerprint_headers)
             .field("per_request_headers", &self.per_request_headers)
             .field("wait_in_flight", &self.wait_in_flight)
+            .field("in_flight_retry_after", &self.in_flight_retry_after)
             .field("mismatch_status", &self.mismatch_status)
             .field("request_id_header", &self.request_id_header)
             .finish_non_exhaustive()

@@ -87,6 +87,7 @@ mod executions;
 mod extensions;
 mod future;
 pub mod lease;
+mod misconfig;
 mod observe;
 #[cfg(feature = "openapi")]
 pub mod openapi;

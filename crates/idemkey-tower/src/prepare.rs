@@ -13,6 +13,9 @@ use idemkey_core::{BoxError, ClaimRequest, Fingerprint, Key, Problem, ProblemKin
 
 use crate::Config;
 
+/// The outcome of a keyed request without an actor, which the layers also log once.
+pub(crate) const UNAUTHENTICATED: &str = "unauthenticated";
+
 /// What [`prepare`] made of a request.
 #[derive(Debug)]
 pub enum Preparation<B> {
@@ -73,7 +76,7 @@ where
     };
     let (parts, body) = request.into_parts();
     let Some(actor) = config.actor.make_actor(&parts) else {
-        return reject("unauthenticated", unauthenticated());
+        return reject(UNAUTHENTICATED, unauthenticated());
     };
     let body = match read_body(body, config.request_body_limit).await {
         Ok(body) => body,

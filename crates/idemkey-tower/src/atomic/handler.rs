@@ -13,31 +13,9 @@ use idemkey_sqlx::{AtomicHandler, AtomicResponse, Backend, HandlerResult};
 use sqlx::Transaction;
 use tower::{Service, ServiceExt};
 
-use super::TxSlot;
+use super::{DbError, TxOffer, TxSlot};
 use crate::policy::judge;
 use crate::{ResponsePolicy, split_response};
-
-/// A database error a handler reports so that the layer can tell a serialization failure
-/// (which re-runs the handler) from other failures. Answers 500 `internal`.
-#[derive(Clone, Debug)]
-pub struct DbError(pub Arc<sqlx::Error>);
-
-impl From<sqlx::Error> for DbError {
-    fn from(error: sqlx::Error) -> Self {
-        Self(Arc::new(error))
-    }
-}
-
-impl axum::response::IntoResponse for DbError {
-    fn into_response(self) -> axum::response::Response {
-        tracing::error!(error = %self.0, "database error in an atomic handler");
-        let problem = idemkey_core::Problem::custom("internal", "Internal error", 500)
-            .detail("database error");
-        let mut response = crate::problem_response(&problem);
-        response.extensions_mut().insert(self);
-        response
-    }
-}
 
 /// What the handler answered: the first caller's response, what to store, and whether to.
 pub(crate) struct HttpOutput {
@@ -78,6 +56,8 @@ pub(crate) struct HandlerError(#[source] BoxError);
 /// Calls the inner service with a copy of the buffered request and the transaction.
 pub(crate) struct ServiceHandler<S, DB> {
     pub(crate) inner: S,
+    /// What the layer offers the handler, beside the transaction.
+    pub(crate) offer: TxOffer,
     pub(crate) parts: Parts,
     pub(crate) body: Bytes,
     pub(crate) storage_limit: usize,
@@ -106,7 +86,7 @@ where
     ) -> HandlerResult<DB, HttpOutput, HandlerError> {
         let slot = TxSlot::new(tx);
         let mut request = Request::from_parts(self.parts.clone(), Body::from(self.body.clone()));
-        request.extensions_mut().insert(slot.clone());
+        slot.offer_in(request.extensions_mut(), self.offer.clone());
         let started = Instant::now();
         let result = self.inner.clone().oneshot(request).await;
         self.handler_time += started.elapsed();
@@ -121,6 +101,9 @@ where
             .extensions()
             .get::<DbError>()
             .is_some_and(|e| DB::is_retryable(&e.0));
+        if retryable {
+            tracing::info!("serialization failure or deadlock: running the handler again");
+        }
         match split_response(response, self.storage_limit, &self.per_request).await {
             Ok((response, stored)) => {
                 let output = HttpOutput {

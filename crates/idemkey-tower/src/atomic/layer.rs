@@ -6,6 +6,7 @@ use idemkey_sqlx::{Backend, SqlxStore, Strategy};
 use tower::Layer;
 
 use super::AtomicIdempotency;
+use crate::misconfig::Noticed;
 use crate::{Config, Executions};
 
 /// Applies [`AtomicIdempotency`] to a route: keyed requests run in atomic mode on `store`.
@@ -14,6 +15,7 @@ pub struct AtomicIdempotencyLayer<DB: Backend> {
     config: Arc<Config>,
     executions: Executions,
     plan: Plan,
+    noticed: Noticed,
 }
 
 /// How the layer's route claims: the strategy, and whether a lookup comes first.
@@ -30,6 +32,7 @@ impl<DB: Backend> Clone for AtomicIdempotencyLayer<DB> {
             config: self.config.clone(),
             executions: self.executions.clone(),
             plan: self.plan,
+            noticed: self.noticed.clone(),
         }
     }
 }
@@ -50,6 +53,7 @@ impl<DB: Backend> AtomicIdempotencyLayer<DB> {
                 strategy: Strategy::default(),
                 lookup: true,
             },
+            noticed: Noticed::default(),
         }
     }
 
@@ -97,6 +101,7 @@ impl<S, DB: Backend> Layer<S> for AtomicIdempotencyLayer<DB> {
             config: self.config.clone(),
             executions: self.executions.clone(),
             plan: self.plan,
+            noticed: self.noticed.clone(),
         }
     }
 }

@@ -17,11 +17,12 @@ use idemkey_sqlx::{
 use tower::{Service, ServiceExt};
 use tracing::{Instrument, field};
 
-use super::TxSlot;
 use super::handler::{HttpOutput, ServiceHandler};
 use super::layer::Plan;
 use super::tx::end;
-use crate::answer::{self, handler_failed, store_error};
+use super::{TxOffer, TxSlot};
+use crate::answer::{self, handler_failed, rejected, store_error};
+use crate::misconfig::Noticed;
 use crate::observe::{outcome, store_latency};
 use crate::policy::judge;
 use crate::{Config, Executions, Preparation, Prepared, ResponseFuture, prepare, problem_response};
@@ -33,6 +34,8 @@ pub struct AtomicIdempotency<S, DB: Backend> {
     pub(crate) config: Arc<Config>,
     pub(crate) executions: Executions,
     pub(crate) plan: Plan,
+    /// Whether a misconfiguration was logged already: shared with the layer's services.
+    pub(crate) noticed: Noticed,
 }
 
 impl<S: Clone, DB: Backend> Clone for AtomicIdempotency<S, DB> {
@@ -43,6 +46,7 @@ impl<S: Clone, DB: Backend> Clone for AtomicIdempotency<S, DB> {
             config: self.config.clone(),
             executions: self.executions.clone(),
             plan: self.plan,
+            noticed: self.noticed.clone(),
         }
     }
 }
@@ -72,22 +76,22 @@ where
         let inner = mem::replace(&mut self.inner, clone);
         let (store, config) = (self.store.clone(), self.config.clone());
         let executions = self.executions.clone();
-        let plan = self.plan;
+        let (plan, noticed) = (self.plan, self.noticed.clone());
         ResponseFuture::new(async move {
             match prepare(request, &config).await {
-                Preparation::Rejected(rejection) => {
-                    outcome(rejection.outcome);
-                    Ok(problem_response(&rejection.problem))
-                }
+                Preparation::Rejected(rejection) => Ok(rejected(&rejection, &noticed)),
                 Preparation::PassThrough(request) => inner
                     .oneshot(request.map(Body::new))
                     .await
                     .map(|r| r.map(Body::new)),
                 Preparation::Unrecorded(request) => {
-                    unrecorded(inner, (store, config, executions), request).await
+                    let offer = TxOffer::new::<DB>(noticed);
+                    unrecorded(inner, (store, config, executions), request, offer).await
                 }
                 Preparation::Ready(prepared) => {
-                    Ok(recorded(inner, (store, config, executions), plan, *prepared).await)
+                    let offer = TxOffer::new::<DB>(noticed);
+                    let layer = (store, config, executions);
+                    Ok(recorded(inner, layer, (plan, offer), *prepared).await)
                 }
             }
         })
@@ -98,9 +102,11 @@ fn handler<S, DB: Backend>(
     inner: S,
     prepared: Prepared,
     config: &Config,
+    offer: TxOffer,
 ) -> (ServiceHandler<S, DB>, idemkey_core::ClaimRequest) {
     let handler = ServiceHandler {
         inner,
+        offer,
         parts: prepared.parts,
         body: prepared.body,
         storage_limit: config.storage_limit,
@@ -127,7 +133,7 @@ fn options(config: &Config, plan: Plan) -> AtomicOptions {
 async fn recorded<S, DB, ResBody>(
     inner: S,
     (store, config, executions): (SqlxStore<DB>, Arc<Config>, Executions),
-    plan: Plan,
+    (plan, offer): (Plan, TxOffer),
     prepared: Prepared,
 ) -> Response<Body>
 where
@@ -154,7 +160,7 @@ where
                 .iter()
                 .map(|value| (http::header::ACCEPT_ENCODING, value.clone()))
                 .collect();
-            let (mut handler, claim) = handler(inner, prepared, &config);
+            let (mut handler, claim) = handler(inner, prepared, &config, offer);
             let started = Instant::now();
             let result = store
                 .execute(&claim, &options(&config, plan), &mut handler)
@@ -253,6 +259,7 @@ async fn unrecorded<S, DB, ReqBody, ResBody>(
     inner: S,
     (store, config, executions): (SqlxStore<DB>, Arc<Config>, Executions),
     request: Request<ReqBody>,
+    offer: TxOffer,
 ) -> Result<Response<Body>, S::Error>
 where
     DB: Backend,
@@ -271,7 +278,7 @@ where
     let task = executions.spawn(async move {
         let slot = TxSlot::new(tx);
         let mut request = request.map(Body::new);
-        request.extensions_mut().insert(slot.clone());
+        slot.offer_in(request.extensions_mut(), offer);
         let result = inner.oneshot(request).await;
         // The handler has answered (or failed), so its Tx is back in the slot, if it took one.
         let tx = slot.take();

@@ -1,6 +1,7 @@
 //! [`Tx`]: the extractor that hands the handler the request's transaction.
 
 use std::ops::{Deref, DerefMut};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use axum::extract::FromRequestParts;
@@ -11,7 +12,28 @@ use idemkey_sqlx::{Backend, SqlxStore};
 use sqlx::Transaction;
 
 use crate::answer::store_error;
+use crate::misconfig::{self, Noticed};
 use crate::problem_response;
+
+/// Beside each typed [`TxSlot`] in a request's extensions: the database the layer offers a
+/// transaction on. The slot is found by its type alone, so a handler asking for a `Tx` on
+/// another database would otherwise be told there is no layer at all.
+#[derive(Clone, Debug)]
+pub(crate) struct TxOffer {
+    database: &'static str,
+    /// The offering layer's: its misconfiguration is logged once.
+    noticed: Noticed,
+}
+
+impl TxOffer {
+    /// A layer's offer of transactions on `DB`.
+    pub(crate) fn new<DB: Backend>(noticed: Noticed) -> Self {
+        Self {
+            database: DB::NAME,
+            noticed,
+        }
+    }
+}
 
 /// Where the request's transaction waits while the handler may borrow it.
 pub(crate) struct TxSlot<DB: Backend>(Arc<Mutex<Slot<DB>>>);
@@ -60,6 +82,12 @@ impl<DB: Backend> TxSlot<DB> {
         })
     }
 
+    /// Puts the slot, and what it offers, in a request's extensions.
+    pub(crate) fn offer_in(&self, extensions: &mut http::Extensions, offer: TxOffer) {
+        extensions.insert(self.clone());
+        extensions.insert(offer);
+    }
+
     fn with(slot: Slot<DB>) -> Self {
         Self(Arc::new(Mutex::new(slot)))
     }
@@ -93,11 +121,8 @@ impl<DB: Backend> TxSlot<DB> {
             if let Some(tx) = slot.tx.take() {
                 return Ok(tx);
             }
-            if slot.begun {
-                return Err(no_transaction());
-            }
-            let Some(store) = slot.source.clone() else {
-                return Err(no_transaction());
+            let Some(store) = slot.source.clone().filter(|_| !slot.begun) else {
+                return Err(taken_twice());
             };
             slot.begun = true;
             store
@@ -157,11 +182,9 @@ impl<S: Sync, DB: Backend> FromRequestParts<S> for Tx<DB> {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Response> {
-        let slot = parts
-            .extensions
-            .get::<TxSlot<DB>>()
-            .cloned()
-            .ok_or_else(no_transaction)?;
+        let Some(slot) = parts.extensions.get::<TxSlot<DB>>().cloned() else {
+            return Err(not_offered::<DB>(parts.extensions.get::<TxOffer>()));
+        };
         let tx = slot.check_out().await?;
         Ok(Self { tx: Some(tx), slot })
     }
@@ -186,10 +209,38 @@ pub(crate) async fn end<DB: Backend>(
     }
 }
 
-fn no_transaction() -> Response {
-    let problem = Problem::new(ProblemKind::NoTransaction).detail(
-        "the handler needs AtomicIdempotencyLayer, or a transactional IdempotencyLayer, \
-             on its route, and takes Tx once",
-    );
+/// Logged once per process: with no layer on the route, no layer can hold the flag.
+static NO_LAYER_NOTICED: AtomicBool = AtomicBool::new(false);
+
+/// A handler takes a `Tx<DB>` that no layer of its route offers: none offers one at all, or
+/// one offers a transaction on another database. Logged loudly once, naming which.
+fn not_offered<DB: Backend>(offer: Option<&TxOffer>) -> Response {
+    let detail = match offer {
+        Some(offer) => format!(
+            "the handler takes a Tx on {}, but the idempotency layer of its route offers a \
+             transaction on {}: the handler's Tx<DB> must name the database of the layer's store",
+            DB::NAME,
+            offer.database
+        ),
+        None => format!(
+            "the handler takes a Tx on {}, but no AtomicIdempotencyLayer, nor an \
+             IdempotencyLayer made transactional(), is on its route",
+            DB::NAME
+        ),
+    };
+    let first = match offer {
+        Some(offer) => offer.noticed.first(),
+        None => misconfig::first(&NO_LAYER_NOTICED),
+    };
+    if first {
+        tracing::error!("{detail}; every request of the route is answered 500 no-transaction");
+    }
+    problem_response(&Problem::new(ProblemKind::NoTransaction).detail(detail)).into_response()
+}
+
+/// A handler takes `Tx` a second time while the first holds the transaction (or kept it).
+fn taken_twice() -> Response {
+    let problem = Problem::new(ProblemKind::NoTransaction)
+        .detail("the handler takes Tx more than once: take it once and pass it on");
     problem_response(&problem).into_response()
 }

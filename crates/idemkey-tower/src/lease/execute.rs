@@ -89,7 +89,7 @@ where
     let stopping = heartbeat.stop();
     executing.settling();
     if let Some(offered) = offered {
-        let replaced = settle_in_tx(offered, (&store, &granted), settle, config.lease).await;
+        let replaced = settle_in_tx(offered, (&store, &granted), settle, &config).await;
         stopping.await;
         return match replaced {
             Some(problem) => Ok(problem_response(&problem)),

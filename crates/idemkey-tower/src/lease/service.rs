@@ -20,10 +20,10 @@ use super::begin::{Beginning, Lookup};
 use super::execute::{Claimed, execute};
 use super::local::Local;
 use super::transactions::MaybeTransactions;
-use crate::answer::{answered, joined, store_error};
-use crate::observe::outcome;
+use crate::answer::{answered, joined, rejected, store_error};
+use crate::misconfig::Noticed;
 use crate::policy::judge;
-use crate::{Config, Executions, Preparation, Prepared, ResponseFuture, prepare, problem_response};
+use crate::{Config, Executions, Preparation, Prepared, ResponseFuture, prepare};
 
 /// Middleware that makes requests carrying an `Idempotency-Key` idempotent, in lease mode.
 ///
@@ -48,6 +48,8 @@ pub(crate) struct Shared<St> {
     pub(crate) executions: Executions,
     pub(crate) local: Arc<Local>,
     pub(crate) transactions: MaybeTransactions,
+    /// Whether a misconfiguration was logged already.
+    pub(crate) noticed: Noticed,
 }
 
 impl<St> Shared<St> {
@@ -59,6 +61,7 @@ impl<St> Shared<St> {
             executions: Executions::new(),
             local: Arc::default(),
             transactions: MaybeTransactions::default(),
+            noticed: Noticed::default(),
         }
     }
 }
@@ -150,10 +153,7 @@ where
             let response = inner.call(request.map(Body::new)).await?;
             return Ok(response.map(Body::new));
         }
-        Preparation::Rejected(rejection) => {
-            outcome(rejection.outcome);
-            return Ok(problem_response(&rejection.problem));
-        }
+        Preparation::Rejected(rejection) => return Ok(rejected(&rejection, &shared.noticed)),
     };
     let span = Span::current();
     span.record("operation", field::display(&prepared.claim.operation));

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use idemkey_core::{Claim, Error, Problem, ProblemKind, RecordState, Store, StoredResponse};
 
 use super::transactions::Offered;
+use crate::Config;
 use crate::answer::{lease_lost, store_failure};
 use crate::observe::{outcome, timed};
 
@@ -45,7 +46,7 @@ pub(crate) async fn settle_in_tx<St: Store>(
     offered: Box<dyn Offered>,
     (store, claim): (&St, &Claim),
     settle: Settle,
-    lease: Duration,
+    config: &Config,
 ) -> Option<Problem> {
     let Settle::Store(stored) = settle else {
         if let Err(error) = offered.finish(false).await {
@@ -60,7 +61,7 @@ pub(crate) async fn settle_in_tx<St: Store>(
         Some(Err(Error::Fenced)) => {
             tracing::error!("lease lost before completion: what the handler wrote rolled back");
             outcome("lease_lost");
-            return Some(lease_lost(lease));
+            return Some(lease_lost(config));
         }
         Some(Err(error)) => return Some(not_committed(store, claim, &error).await),
     }

@@ -7,9 +7,10 @@ use futures_util::future::BoxFuture;
 use idemkey_core::{Claim, Error, StoredResponse};
 use idemkey_sqlx::{Backend, SqlxStore};
 
+use super::service::Shared;
 use super::transactions::{MaybeTransactions, Offered, Transactions};
 use super::{Idempotency, IdempotencyLayer};
-use crate::atomic::{Returned, TxSlot, end};
+use crate::atomic::{Returned, TxOffer, TxSlot, end};
 
 impl<DB: Backend> IdempotencyLayer<SqlxStore<DB>> {
     /// The same layer, offering each handler a [`Tx`](crate::atomic::Tx) on the store's database
@@ -28,7 +29,7 @@ impl<DB: Backend> IdempotencyLayer<SqlxStore<DB>> {
     /// writer until the handler answers: take it after slow external calls, not before.
     #[must_use]
     pub fn transactional(mut self) -> Self {
-        self.shared.transactions = lease_transactions(&self.shared.store);
+        self.shared.transactions = lease_transactions(&self.shared);
         self
     }
 }
@@ -40,22 +41,26 @@ impl<S, DB: Backend> Idempotency<S, SqlxStore<DB>> {
     #[must_use]
     pub fn transactional(mut self) -> Self {
         let shared = self.shared_mut();
-        shared.transactions = lease_transactions(&shared.store);
+        shared.transactions = lease_transactions(shared);
         self
     }
 }
 
-fn lease_transactions<DB: Backend>(store: &SqlxStore<DB>) -> MaybeTransactions {
-    MaybeTransactions(Some(Arc::new(LeaseTransactions(store.clone()))))
+fn lease_transactions<DB: Backend>(shared: &Shared<SqlxStore<DB>>) -> MaybeTransactions {
+    let offer = TxOffer::new::<DB>(shared.noticed.clone());
+    MaybeTransactions(Some(Arc::new(LeaseTransactions(
+        shared.store.clone(),
+        offer,
+    ))))
 }
 
 /// [`Transactions`] on a sqlx store: a lazy [`TxSlot`] per execution.
-struct LeaseTransactions<DB: Backend>(SqlxStore<DB>);
+struct LeaseTransactions<DB: Backend>(SqlxStore<DB>, TxOffer);
 
 impl<DB: Backend> Transactions for LeaseTransactions<DB> {
     fn offer(&self, extensions: &mut http::Extensions) -> Box<dyn Offered> {
         let slot = TxSlot::lazy(self.0.clone());
-        extensions.insert(slot.clone());
+        slot.offer_in(extensions, self.1.clone());
         Box::new(Offer(slot, self.0.clone()))
     }
 }

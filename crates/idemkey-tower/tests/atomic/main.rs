@@ -3,6 +3,9 @@
 #![allow(clippy::unwrap_used)]
 
 mod lease_tx;
+mod logs;
+mod misconfig;
+mod own_errors;
 mod server;
 
 use std::sync::Arc;

@@ -5,6 +5,7 @@
 
 mod common;
 mod failures;
+mod in_flight;
 mod keys;
 mod lost_reply;
 mod plain_tower;
