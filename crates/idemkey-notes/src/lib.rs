@@ -46,6 +46,7 @@ use sqlx::Pool;
 pub use config::{Mode, NotesConfig, RenderMetrics};
 pub use create::{CreateNote, MAX_TITLE_CHARS};
 pub use db::{Note, NotesDb};
+pub use problems::PROBLEM_SLUGS;
 pub use read::NoteList;
 
 /// The operation every create is recorded under.

@@ -7,22 +7,39 @@ use std::time::Duration;
 use idemkey_core::{Problem, ProblemKind};
 use idemkey_tower::{NotExecuted, problem_response};
 
+/// The slugs of the service's own problems, beside idemkey's
+/// ([`ProblemKind`](idemkey_core::ProblemKind)). Each has a section of
+/// [`idemkey::problems`](https://docs.rs/idemkey/latest/idemkey/problems/index.html).
+pub const PROBLEM_SLUGS: [&str; 5] = [
+    VALIDATION,
+    UNSUPPORTED_MEDIA_TYPE,
+    UNAUTHORIZED,
+    NOT_FOUND,
+    INTERNAL,
+];
+
+const VALIDATION: &str = "validation";
+const UNSUPPORTED_MEDIA_TYPE: &str = "unsupported-media-type";
+const UNAUTHORIZED: &str = "unauthorized";
+const NOT_FOUND: &str = "not-found";
+const INTERNAL: &str = "internal";
+
 /// 400 `validation`: the body is not a valid note. Marked [`NotExecuted`]: never stored.
 pub(crate) fn validation(detail: impl Into<String>) -> Response {
-    let problem = Problem::custom("validation", "Request body is invalid", 400).detail(detail);
+    let problem = Problem::custom(VALIDATION, "Request body is invalid", 400).detail(detail);
     (Extension(NotExecuted), problem_response(&problem)).into_response()
 }
 
 /// 415 `unsupported-media-type`. Marked [`NotExecuted`]: never stored.
 pub(crate) fn unsupported_media_type() -> Response {
-    let problem = Problem::custom("unsupported-media-type", "Content-Type must be JSON", 415)
+    let problem = Problem::custom(UNSUPPORTED_MEDIA_TYPE, "Content-Type must be JSON", 415)
         .detail("send the note as application/json");
     (Extension(NotExecuted), problem_response(&problem)).into_response()
 }
 
 /// 401 `unauthorized`, with `WWW-Authenticate: Bearer`.
 pub(crate) fn unauthorized() -> Response {
-    let problem = Problem::custom("unauthorized", "Authentication is required", 401)
+    let problem = Problem::custom(UNAUTHORIZED, "Authentication is required", 401)
         .detail("send Authorization: Bearer <token>");
     let mut response = problem_response(&problem);
     response.headers_mut().insert(
@@ -34,13 +51,13 @@ pub(crate) fn unauthorized() -> Response {
 
 /// 404 `not-found`.
 pub(crate) fn not_found() -> Response {
-    problem_response(&Problem::custom("not-found", "Not found", 404).detail("no such note"))
+    problem_response(&Problem::custom(NOT_FOUND, "Not found", 404).detail("no such note"))
 }
 
 /// 500 `internal`: a database failure while handling the request.
 pub(crate) fn internal(error: &sqlx::Error) -> Response {
     tracing::error!(%error, "database error");
-    problem_response(&Problem::custom("internal", "Internal error", 500).detail("database error"))
+    problem_response(&Problem::custom(INTERNAL, "Internal error", 500).detail("database error"))
 }
 
 /// 503 `store-unavailable`: no connection to write with (the pool's or SQLite's writer's wait

@@ -25,6 +25,15 @@ use idemkey_tower::{NotExecuted, problem_response};
 use crate::headers::{add_forwarded, strip_hop_by_hop};
 use crate::upstream::Upstream;
 
+/// The slugs of the problems the proxy answers itself, beside the layer's
+/// ([`ProblemKind`](idemkey_core::ProblemKind)). Each has a section of
+/// [`idemkey::problems`](https://docs.rs/idemkey/latest/idemkey/problems/index.html).
+pub const PROBLEM_SLUGS: [&str; 3] = [UPSTREAM_UNREACHABLE, UPSTREAM_OUTCOME_UNKNOWN, BAD_TARGET];
+
+const UPSTREAM_UNREACHABLE: &str = "upstream-unreachable";
+const UPSTREAM_OUTCOME_UNKNOWN: &str = "upstream-outcome-unknown";
+const BAD_TARGET: &str = "bad-target";
+
 /// The service at the bottom of the proxy: sends the request upstream.
 #[derive(Clone)]
 pub(crate) struct Forward {
@@ -103,7 +112,7 @@ impl Forward {
     fn unknown(&self, cause: &str) -> Response<Body> {
         tracing::warn!(cause, "upstream outcome unknown");
         let problem = Problem::custom(
-            "upstream-outcome-unknown",
+            UPSTREAM_OUTCOME_UNKNOWN,
             "The upstream's outcome is unknown",
             502,
         )
@@ -146,7 +155,7 @@ async fn read_head(mut body: Body) -> Result<Body, axum::Error> {
 fn unreachable(error: &hyper_util::client::legacy::Error) -> Response<Body> {
     tracing::warn!(%error, "upstream unreachable");
     let problem = Problem::custom(
-        "upstream-unreachable",
+        UPSTREAM_UNREACHABLE,
         "The upstream could not be reached",
         502,
     )
@@ -158,7 +167,7 @@ fn unreachable(error: &hyper_util::client::legacy::Error) -> Response<Body> {
 
 fn bad_target(error: &http::Error) -> Response<Body> {
     tracing::debug!(%error, "request target not forwardable");
-    let problem = Problem::custom("bad-target", "The request target cannot be forwarded", 400);
+    let problem = Problem::custom(BAD_TARGET, "The request target cannot be forwarded", 400);
     let mut response = problem_response(&problem);
     response.extensions_mut().insert(NotExecuted);
     response

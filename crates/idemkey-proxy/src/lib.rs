@@ -51,6 +51,7 @@ mod upstream;
 pub use builder::ProxyBuilder;
 pub use config::{ActorConfig, ProxyConfig, RouteConfig, UpstreamConfig};
 pub use error::{Error, Result};
+pub use forward::PROBLEM_SLUGS;
 pub use idemkey_server::Limits;
 pub use routes::ProxyService;
 pub use server::Proxy;
