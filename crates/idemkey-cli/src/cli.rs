@@ -178,7 +178,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "IDEMKEY_OPTIONAL_KEY")]
     pub(crate) optional_key: bool,
     /// Where your API documents its problem types: each problem's `type` is this URL followed
-    /// by its slug (`key-reused`).
+    /// by its slug (`key-reused`). Unset, it is idemkey's own page, a section per slug:
+    /// https://docs.rs/idemkey/latest/idemkey/problems/index.html#
     #[arg(long, env = "IDEMKEY_PROBLEM_BASE", value_name = "URL")]
     pub(crate) problem_base: Option<String>,
     /// The secret behind derived keys. Unset, the store's own is used: made once and kept in

@@ -17,7 +17,9 @@ use crate::read::NoteList;
 /// An RFC 9457 problem, as every error of the service is answered.
 #[derive(Serialize, ToSchema)]
 pub(crate) struct ProblemDoc {
-    /// A URI naming the problem type: `https://idemkey.dev/problems/key-reused`.
+    /// A URI naming the problem type, its slug last. By default the type's section of
+    /// idemkey's documentation:
+    /// `https://docs.rs/idemkey/latest/idemkey/problems/index.html#key-reused`.
     #[serde(rename = "type")]
     pub(crate) type_uri: String,
     /// A short summary of the type.

@@ -181,9 +181,16 @@ fn header_name(config: &Config) -> String {
 
 fn problem_schema() -> RefOr<Schema> {
     let string = || ObjectBuilder::new().schema_type(Type::String);
+    // The example follows the base in force, so an application that documents its own
+    // problems shows its own address.
+    let type_uri = string()
+        .description(Some(
+            "A URI naming the problem type, its slug last: where the type is documented",
+        ))
+        .examples([format!("{}key-reused", idemkey_core::problem::type_base())]);
     let schema = ObjectBuilder::new()
         .description(Some("An RFC 9457 problem, as idemkey answers"))
-        .property("type", string())
+        .property("type", type_uri)
         .property("title", string())
         .property("status", ObjectBuilder::new().schema_type(Type::Integer))
         .property("detail", string())
@@ -254,7 +261,11 @@ mod tests {
             json["paths"]["/other"]["post"]["parameters"].is_null(),
             "not listed"
         );
-        assert!(json["components"]["schemas"][PROBLEM_SCHEMA].is_object());
+        let problem = &json["components"]["schemas"][PROBLEM_SCHEMA];
+        assert_eq!(
+            problem["properties"]["type"]["examples"][0],
+            format!("{}key-reused", idemkey_core::problem::PROBLEM_BASE)
+        );
         assert_eq!(json["x-idempotency"]["retention_seconds"], 86_400);
     }
 }

@@ -63,6 +63,8 @@ pub(crate) struct ProxyArgs {
     #[arg(long, env = "IDEMKEY_SECRET", hide_env_values = true, value_parser = parse_secret)]
     pub(crate) secret: Option<String>,
     /// Where your API documents problem types: each `type` is this URL followed by the slug.
+    /// Unset, it is idemkey's own page, a section per slug:
+    /// https://docs.rs/idemkey/latest/idemkey/problems/index.html#
     #[arg(long, env = "IDEMKEY_PROBLEM_BASE", value_name = "URL")]
     pub(crate) problem_base: Option<String>,
     #[command(flatten)]
