@@ -41,7 +41,10 @@ pub fn type_base() -> &'static str {
 pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
 
 /// The outcomes idemkey answers itself, each with a stable `type`: the one catalogue both
-/// modes answer from (an application's own problems are [`Problem::custom`]).
+/// modes answer from (an application's own problems are [`Problem::custom`]). What each means,
+/// and what the client and the operator do about it, is its section of
+/// [`idemkey::problems`](https://docs.rs/idemkey/latest/idemkey/problems/index.html), where its
+/// default `type` leads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ProblemKind {
