@@ -69,5 +69,5 @@ pub async fn problem_slug(response: reqwest::Response) -> String {
     assert_eq!(headers["cache-control"], "no-store");
     let body: serde_json::Value = response.json().await.unwrap();
     let type_uri = body["type"].as_str().unwrap();
-    type_uri.rsplit('/').next().unwrap().to_owned()
+    type_uri.rsplit(['/', '#']).next().unwrap().to_owned()
 }

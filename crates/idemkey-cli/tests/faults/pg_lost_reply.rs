@@ -107,7 +107,7 @@ async fn commit_reply_lost(strategy: &str) {
         problem["type"]
             .as_str()
             .unwrap()
-            .ends_with("/outcome-unknown"),
+            .ends_with("#outcome-unknown"),
         "{problem}"
     );
     // PostgreSQL committed before replying: the note and its record are there.

@@ -90,5 +90,5 @@ pub(crate) async fn post(
 pub(crate) async fn slug(response: reqwest::Response) -> String {
     let problem: Value = response.json().await.unwrap();
     let uri = problem["type"].as_str().unwrap_or_default().to_owned();
-    uri.rsplit('/').next().unwrap().to_owned()
+    uri.rsplit(['/', '#']).next().unwrap().to_owned()
 }

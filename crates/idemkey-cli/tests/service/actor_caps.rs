@@ -42,7 +42,7 @@ async fn assert_capped(response: reqwest::Response, cap: &str) {
         problem["type"]
             .as_str()
             .unwrap()
-            .ends_with("/actor-cap-reached"),
+            .ends_with("#actor-cap-reached"),
         "{problem}"
     );
     assert_eq!(problem["status"], 429);

@@ -72,7 +72,7 @@ async fn problem_type(response: reqwest::Response) -> String {
     body["type"]
         .as_str()
         .unwrap()
-        .rsplit('/')
+        .rsplit(['/', '#'])
         .next()
         .unwrap()
         .to_owned()

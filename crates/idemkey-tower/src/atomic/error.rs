@@ -78,6 +78,6 @@ mod tests {
         let body = axum::body::to_bytes(response.into_body(), usize::MAX).await;
         let problem: serde_json::Value = serde_json::from_slice(&body.unwrap()).unwrap();
         let type_uri = problem["type"].as_str().unwrap();
-        assert!(type_uri.ends_with("/handler-failed"), "{type_uri}");
+        assert!(type_uri.ends_with("#handler-failed"), "{type_uri}");
     }
 }

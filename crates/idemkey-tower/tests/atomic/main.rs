@@ -5,7 +5,6 @@
 mod lease_tx;
 mod logs;
 mod misconfig;
-mod own_errors;
 mod server;
 
 use std::sync::Arc;
@@ -55,7 +54,7 @@ async fn a_panicking_handler_is_handler_failed_as_in_lease_mode() {
     assert_eq!(response.status(), 500);
     let problem: serde_json::Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
     let type_uri = problem["type"].as_str().unwrap();
-    assert!(type_uri.ends_with("/handler-failed"), "{type_uri}");
+    assert!(type_uri.ends_with("#handler-failed"), "{type_uri}");
     assert_eq!(s.counts().await, (0, 0), "rolled back");
 }
 
