@@ -8,6 +8,7 @@ mod bed;
 mod errors;
 mod external;
 mod outer;
+mod own_errors;
 mod pg;
 mod placement;
 mod shutdown;

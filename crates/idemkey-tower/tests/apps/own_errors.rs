@@ -1,7 +1,7 @@
 //! A handler with an error type of its own, on PostgreSQL: a unique violation is its business
 //! 409 (not stored, the key stays free), and a serialization failure still runs it again.
-//! Needs `IDEMKEY_TEST_PG_URL` or a server at 127.0.0.1:5432 (skipped without one outside
-//! CI, failed in CI).
+//! Needs `IDEMKEY_TEST_PG_URL` or a server at 127.0.0.1:5432 (ignored without one outside CI,
+//! failed in CI).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -14,7 +14,7 @@ use axum::routing::post;
 use axum::{Router, middleware};
 use http::StatusCode;
 use idemkey_sqlx::PgStore;
-use idemkey_test_support::needs::{Need, postgres_url};
+use idemkey_test_support::needs::postgres_url;
 use idemkey_tower::Actor;
 use idemkey_tower::atomic::{AtomicIdempotencyLayer, DbError, Tx};
 use sqlx::{AssertSqlSafe, Executor, Postgres};
@@ -91,12 +91,7 @@ async fn send(app: &Router, key: &str, id: &str) -> StatusCode {
 }
 
 /// A store on a schema of the test's own, with its `note` table.
-async fn store() -> Option<(PgStore, String)> {
-    if let Some(reason) = Need::Postgres.missing() {
-        assert!(std::env::var_os("CI").is_none(), "{reason}");
-        eprintln!("SKIPPED: {reason}");
-        return None;
-    }
+async fn store() -> (PgStore, String) {
     let url = postgres_url();
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
     let schema = format!("idemkey_own_{}_{}", std::process::id(), nanos.as_nanos());
@@ -107,7 +102,7 @@ async fn store() -> Option<(PgStore, String)> {
     let options = PgStore::connect_options(&url)
         .unwrap()
         .options([("search_path", schema.as_str())]);
-    Some((PgStore::connect_with(options).await.unwrap(), schema))
+    (PgStore::connect_with(options).await.unwrap(), schema)
 }
 
 async fn count(store: &PgStore, table: &str) -> i64 {
@@ -118,11 +113,9 @@ async fn count(store: &PgStore, table: &str) -> i64 {
         .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn a_handlers_own_errors_keep_the_rerun_and_answer_a_business_409() {
-    let Some((store, schema)) = store().await else {
-        return;
-    };
+    let (store, schema) = store().await;
     let ctx = Arc::new(Ctx::default());
     let app = Router::new()
         .route(
