@@ -11,7 +11,7 @@ use bytes::Bytes;
 use idemkey_core::fingerprint::is_json_media_type;
 use idemkey_core::{Claim, DerivedKeys};
 use idemkey_tower::Actor;
-use idemkey_tower::atomic::Tx;
+use idemkey_tower::atomic::{DbError, Tx};
 use serde::Deserialize;
 use sqlx::pool::PoolConnection;
 
@@ -172,7 +172,12 @@ pub(crate) async fn create_atomic<DB: NotesDb>(
     };
     match DB::insert_note(&mut tx, actor.as_str(), &note).await {
         Ok(()) => created(&note),
-        Err(error) => problems::internal(&error),
+        Err(error) => {
+            // Attached, so that a serialization failure or a deadlock runs the handler again.
+            let mut response = problems::internal(&error);
+            DbError::from(error).attach(&mut response);
+            response
+        }
     }
 }
 
