@@ -78,7 +78,7 @@ impl Reply {
         assert_eq!(self.header("cache-control"), Some("no-store"));
         let body = self.json();
         let type_uri = body["type"].as_str().expect("a type");
-        assert!(type_uri.ends_with(&format!("/{slug}")), "{type_uri}");
+        assert!(type_uri.ends_with(&format!("#{slug}")), "{type_uri}");
         assert_eq!(body["status"], status);
         assert!(body["title"].is_string());
     }
