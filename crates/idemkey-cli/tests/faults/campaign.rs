@@ -143,7 +143,11 @@ async fn create_until_created(
 async fn answered(shared: &Shared, key: &str, response: reqwest::Response) {
     let status = response.status().as_u16();
     let body: serde_json::Value = response.json().await.unwrap_or_default();
-    let slug = body["type"].as_str().unwrap_or("").rsplit(['/', '#']).next();
+    let slug = body["type"]
+        .as_str()
+        .unwrap_or("")
+        .rsplit(['/', '#'])
+        .next();
     shared.count(format!("{status} {}", slug.unwrap_or("")));
     if status != 409 && status < 500 {
         shared.violation(format!("{key}: {status} {body}"));

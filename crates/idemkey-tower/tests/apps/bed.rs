@@ -200,7 +200,11 @@ impl Reply {
     pub fn slug(&self) -> String {
         let json = self.json();
         let type_uri = json["type"].as_str().unwrap_or_default();
-        type_uri.rsplit(['/', '#']).next().unwrap_or_default().to_owned()
+        type_uri
+            .rsplit(['/', '#'])
+            .next()
+            .unwrap_or_default()
+            .to_owned()
     }
 }
 
