@@ -3,7 +3,7 @@
 /// What becomes of a claim once its handler has answered.
 ///
 /// Handlers can also decide it for one response, whatever its status, by putting a
-/// `Verdict` in the response's extensions (see idemkey-tower).
+/// `Verdict` in the response's extensions, which the idempotency layer reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Verdict {

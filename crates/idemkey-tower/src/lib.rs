@@ -59,8 +59,9 @@
 //!   [`StatusPolicy::Default`](idemkey_core::StatusPolicy::Default): the statuses that reject
 //!   a request as sent are not stored and free the key). A handler can mark one response
 //!   with a [`Verdict`](idemkey_core::Verdict) or [`NotExecuted`].
-//! - Derived keys use the store's own secret ([`Store::secret`](idemkey_core::Store::secret)) unless
-//!   [`Config::secret`] sets one: the same for every instance and restart.
+//! - Derived keys use the store's own secret
+//!   ([`Store::secret`](idemkey_core::Store::secret)) unless [`Config::secret`] sets one: the
+//!   same for every instance and restart.
 //! - Store failures before execution are `store-unavailable` (503): the request did not run.
 //!
 //! The building blocks of both modes are public for reuse: [`prepare`] (key, actor, body,
