@@ -64,8 +64,9 @@ impl<S: Store> ProxyBuilder<S> {
         self
     }
 
-    /// The proxy, or the first configuration value that does not parse.
+    /// The proxy, or the first configuration value that does not parse or is refused.
     pub fn build(self) -> Result<Proxy<S>> {
+        self.config.check()?;
         let executions = Executions::new();
         let shared = Shared {
             actor: ProxyActor {

@@ -2,11 +2,12 @@
 //! well, in TOML (behaviour [§14](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#14-the-proxy)). Every setting has a default, so the file, and each of its
 //! tables, is optional.
 
+use std::collections::HashSet;
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
-use http::{HeaderName, Method, StatusCode};
+use http::{HeaderName, Method, StatusCode, header};
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
@@ -99,24 +100,49 @@ impl ProxyConfig {
         })
     }
 
-    /// Parses every value once, so that a bad one fails at start-up, not per request.
-    fn check(&self) -> Result<()> {
-        for route in &self.routes {
-            route.parsed()?;
-        }
-        self.actor.source()?;
+    /// Parses every value once, so that a bad one fails at start-up, not per request. The
+    /// builder runs it too: a configuration made in code skips [`FromStr`].
+    pub(crate) fn check(&self) -> Result<()> {
+        self.routes()?;
         self.upstream.timeout()?;
-        self.upstream.derived_key_header()?;
+        self.derived_key_header()?;
         self.upstream.release_unknown()?;
         Ok(())
     }
 
-    /// The routes, or the default one.
+    /// The routes, or the default one. A method and pattern covered twice is refused: first
+    /// match wins, so the second route's settings would silently never apply.
     pub(crate) fn routes(&self) -> Result<Vec<Route>> {
         if self.routes.is_empty() {
             return Ok(vec![Route::default_route()]);
         }
-        self.routes.iter().map(RouteConfig::parsed).collect()
+        let mut covered = HashSet::new();
+        let mut routes = Vec::with_capacity(self.routes.len());
+        for config in &self.routes {
+            let route = config.parsed()?;
+            for method in &route.methods {
+                if !covered.insert((method.clone(), route.path.clone())) {
+                    return Err(Error::DuplicateRoute {
+                        method: method.clone(),
+                        path: config.path.clone(),
+                    });
+                }
+            }
+            routes.push(route);
+        }
+        Ok(routes)
+    }
+
+    /// The header carrying the record's derived key to the upstream, which replaces any the
+    /// client sent: so never the actor's credential or identity header either.
+    pub(crate) fn derived_key_header(&self) -> Result<HeaderName> {
+        let name = self.upstream.derived_key_header()?;
+        match self.actor.source()? {
+            ActorSource::Header(actor) | ActorSource::Trusted(actor) if actor == name => {
+                Err(Error::DerivedKeyHeader(name.to_string()))
+            }
+            _ => Ok(name),
+        }
     }
 }
 
@@ -143,7 +169,7 @@ pub(crate) struct Route {
 }
 
 /// An exact path or a prefix.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum PathPattern {
     Exact(String),
     Prefix(String),
@@ -194,6 +220,9 @@ impl RouteConfig {
             .map(|m| Method::from_bytes(m.to_ascii_uppercase().as_bytes()))
             .collect::<Result<Vec<_>, _>>()
             .map_err(Error::Method)?;
+        if methods.is_empty() {
+            return Err(Error::NoMethods(self.path.clone()));
+        }
         let mismatch_status = self
             .mismatch_status
             .map(|status| {
@@ -247,20 +276,33 @@ impl ActorConfig {
 }
 
 impl UpstreamConfig {
-    /// The longest the upstream may take to answer a request's head.
+    /// The longest the upstream may take to answer a request's head. Below a millisecond
+    /// every request would time out, often before it was sent, and yet be stored as a 502
+    /// whose outcome is unknown.
     pub(crate) fn timeout(&self) -> Result<Duration> {
-        self.timeout
-            .as_deref()
-            .map_or(Ok(Duration::from_secs(30)), duration)
+        let Some(value) = self.timeout.as_deref() else {
+            return Ok(Duration::from_secs(30));
+        };
+        let timeout = duration(value)?;
+        if timeout < MIN_TIMEOUT {
+            return Err(Error::Timeout(value.to_owned()));
+        }
+        Ok(timeout)
     }
 
-    /// The header carrying the record's derived key to the upstream.
+    /// The header carrying the record's derived key to the upstream: not one whose value
+    /// the upstream, or the connection to it, relies on.
     pub(crate) fn derived_key_header(&self) -> Result<HeaderName> {
-        header_name(
-            self.derived_key_header
-                .as_deref()
-                .unwrap_or("idempotency-derived-key"),
-        )
+        let given = self
+            .derived_key_header
+            .as_deref()
+            .unwrap_or("idempotency-derived-key");
+        let name = HeaderName::from_bytes(given.as_bytes())
+            .map_err(|_| Error::DerivedKeyHeader(given.to_owned()))?;
+        if RESERVED_HEADERS.contains(&name) {
+            return Err(Error::DerivedKeyHeader(given.to_owned()));
+        }
+        Ok(name)
     }
 
     /// Whether an unknown outcome releases the claim (`release`) rather than storing the
@@ -273,6 +315,30 @@ impl UpstreamConfig {
         }
     }
 }
+
+/// The shortest upstream timeout accepted.
+const MIN_TIMEOUT: Duration = Duration::from_millis(1);
+
+/// Headers the derived key must not replace: credentials, hop-by-hop and framing headers,
+/// and the client's own key.
+const RESERVED_HEADERS: [HeaderName; 16] = [
+    header::AUTHORIZATION,
+    header::PROXY_AUTHORIZATION,
+    header::COOKIE,
+    header::HOST,
+    header::CONTENT_LENGTH,
+    header::CONTENT_TYPE,
+    header::CONTENT_ENCODING,
+    header::TRANSFER_ENCODING,
+    header::CONNECTION,
+    header::TE,
+    header::TRAILER,
+    header::UPGRADE,
+    header::EXPECT,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    idemkey_tower::IDEMPOTENCY_KEY,
+];
 
 fn duration(value: &str) -> Result<Duration> {
     humantime::parse_duration(value).map_err(|source| Error::Duration {
@@ -349,5 +415,71 @@ mod tests {
         ] {
             assert!(parse(bad).is_err(), "{bad}");
         }
+    }
+
+    fn refusal(text: &str) -> String {
+        parse(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_zero_timeout_is_refused_with_the_minimum() {
+        for zero in ["0s", "0ms", "999us"] {
+            let message = refusal(&format!("[upstream]\ntimeout = \"{zero}\""));
+            assert!(
+                message.contains("timeout") && message.contains("1ms"),
+                "{message}"
+            );
+        }
+        assert!(parse("[upstream]\ntimeout = \"1ms\"").is_ok());
+    }
+
+    #[test]
+    fn a_derived_key_header_may_not_replace_a_request_header_that_matters() {
+        for name in [
+            "authorization",
+            "Proxy-Authorization",
+            "cookie",
+            "host",
+            "content-length",
+            "transfer-encoding",
+            "connection",
+            "upgrade",
+            "te",
+            "idempotency-key",
+            "not a header",
+        ] {
+            let message = refusal(&format!("[upstream]\nderived_key_header = \"{name}\""));
+            assert!(message.contains("derived_key_header"), "{name}: {message}");
+        }
+        // The actor's own credential header is a credential too.
+        let message = refusal(
+            "[actor]\nheader = \"x-api-key\"\n[upstream]\nderived_key_header = \"X-Api-Key\"",
+        );
+        assert!(message.contains("derived_key_header"), "{message}");
+        assert!(parse("[upstream]\nderived_key_header = \"x-derived\"").is_ok());
+    }
+
+    #[test]
+    fn a_route_without_methods_is_refused() {
+        let message = refusal("[[route]]\nmethods = []");
+        assert!(message.contains("methods"), "{message}");
+    }
+
+    #[test]
+    fn a_method_and_path_covered_twice_is_refused() {
+        let message = refusal(
+            "[[route]]\nmethods = [\"POST\"]\npath = \"/a\"\n\
+             [[route]]\nmethods = [\"patch\", \"post\"]\npath = \"/a\"",
+        );
+        assert!(
+            message.contains("POST") && message.contains("/a"),
+            "{message}"
+        );
+        assert!(parse("[[route]]\nmethods = [\"POST\", \"post\"]").is_err());
+        // Another pattern, even one that overlaps, is another route.
+        assert!(
+            parse("[[route]]\npath = \"/a\"\n[[route]]\npath = \"/a*\"\n[[route]]\npath = \"/b\"")
+                .is_ok()
+        );
     }
 }

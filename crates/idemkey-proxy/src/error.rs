@@ -80,6 +80,30 @@ pub enum Error {
     /// The upstream URL has no host.
     #[error("--upstream has no host: {0:?}")]
     UpstreamHost(String),
+    /// The upstream URL carries credentials (`user:password@`), which the proxy would drop
+    /// and print. The URL is shown with its password masked.
+    #[error("--upstream must not carry credentials (user:password@): {0:?}")]
+    UpstreamUserinfo(String),
+    /// The upstream's `timeout` is below the minimum.
+    #[error("[upstream] timeout must be at least 1ms: {0:?}")]
+    Timeout(String),
+    /// The upstream's `derived_key_header` would replace a header the upstream relies on.
+    #[error(
+        "[upstream] derived_key_header must not be a credential, hop-by-hop, framing or \
+         idempotency header: {0:?}"
+    )]
+    DerivedKeyHeader(String),
+    /// A route lists no method.
+    #[error("a route's methods must not be empty (path {0:?})")]
+    NoMethods(String),
+    /// A method and path pattern are covered twice: the second route would never match.
+    #[error("{method} {path:?} is covered by two routes (or listed twice)")]
+    DuplicateRoute {
+        /// The method.
+        method: http::Method,
+        /// The path pattern, as written.
+        path: String,
+    },
 }
 
 /// A result with this crate's [`Error`].

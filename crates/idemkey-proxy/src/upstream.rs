@@ -14,22 +14,28 @@ pub struct Upstream {
 
 impl Upstream {
     /// Parses the upstream's URL; only `http://` (a proxy in front of a local or internal
-    /// service), without a query.
+    /// service), without a query or credentials. Errors show the URL with any password
+    /// masked, since they are printed.
     pub fn parse(url: &str) -> Result<Self> {
+        let shown = idemkey_server::redact(url);
         let uri: Uri = url.parse().map_err(|source| Error::UpstreamUrl {
-            url: url.to_owned(),
+            url: shown.clone(),
             source,
         })?;
         if uri.scheme_str() != Some("http") {
-            return Err(Error::UpstreamScheme(url.to_owned()));
+            return Err(Error::UpstreamScheme(shown));
         }
         if uri.query().is_some() {
-            return Err(Error::UpstreamQuery(url.to_owned()));
+            return Err(Error::UpstreamQuery(shown));
         }
         let authority = uri
             .authority()
             .cloned()
-            .ok_or_else(|| Error::UpstreamHost(url.to_owned()))?;
+            .ok_or_else(|| Error::UpstreamHost(shown.clone()))?;
+        // The proxy would not send them, and the URL is printed at start-up.
+        if authority.as_str().contains('@') {
+            return Err(Error::UpstreamUserinfo(shown));
+        }
         let base = uri.path().trim_end_matches('/').to_owned();
         Ok(Self { authority, base })
     }
@@ -66,5 +72,21 @@ mod tests {
         for bad in ["https://x", "127.0.0.1:9000", "http://x/?q=1", "ftp://x"] {
             assert!(Upstream::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn an_upstream_with_userinfo_is_refused_without_its_password() {
+        for url in [
+            "http://user:s3cret@127.0.0.1:9000/api",
+            "http://user@127.0.0.1:9000",
+            "https://user:s3cret@127.0.0.1:9000",
+        ] {
+            let message = Upstream::parse(url).unwrap_err().to_string();
+            assert!(!message.contains("s3cret"), "{message}");
+        }
+        let message = Upstream::parse("http://user:s3cret@127.0.0.1:9000")
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains("user"), "{message}");
     }
 }
