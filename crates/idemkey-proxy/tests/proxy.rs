@@ -12,7 +12,7 @@ use axum::body::Body;
 use axum::routing::any;
 use http::{Request, StatusCode};
 use idemkey_core::MemoryStore;
-use idemkey_proxy::{Proxy, ProxyConfig, Upstream};
+use idemkey_proxy::{Error, Proxy, ProxyConfig, Upstream};
 use tower::ServiceExt;
 
 /// An upstream that answers 201 and counts the requests it received.
@@ -120,4 +120,41 @@ fn configuration_errors_name_the_value_at_fault() {
         Upstream::parse("https://x").unwrap_err().to_string(),
         "--upstream must be an http:// URL: \"https://x\""
     );
+    assert_eq!(
+        message("[upstream]\ntimeout = \"0s\""),
+        "[upstream] timeout must be at least 1ms: \"0s\""
+    );
+    assert_eq!(
+        message("[upstream]\nderived_key_header = \"authorization\""),
+        "[upstream] derived_key_header must not be a credential, hop-by-hop, framing or \
+         idempotency header: \"authorization\""
+    );
+    assert_eq!(
+        message("[[route]]\nmethods = []\npath = \"/v1/*\""),
+        "a route's methods must not be empty (path \"/v1/*\")"
+    );
+    assert_eq!(
+        message("[[route]]\npath = \"/v1\"\n[[route]]\nmethods = [\"post\"]\npath = \"/v1\""),
+        "POST \"/v1\" is covered by two routes (or listed twice)"
+    );
+    assert_eq!(
+        Upstream::parse("http://app:s3cret@127.0.0.1:9000")
+            .unwrap_err()
+            .to_string(),
+        "--upstream must not carry credentials (user:password@): \"http://app:***@127.0.0.1:9000\""
+    );
+}
+
+/// A configuration made in code, not parsed from a file, is checked by the builder just
+/// the same.
+#[test]
+fn the_builder_refuses_what_the_file_would() {
+    let upstream = Upstream::parse("http://127.0.0.1:9").unwrap();
+    let mut config = ProxyConfig::default();
+    config.actor.header = Some("x-api-key".into());
+    config.upstream.derived_key_header = Some("x-api-key".into());
+    let built = Proxy::builder(upstream, MemoryStore::new())
+        .config(config)
+        .build();
+    assert!(matches!(built, Err(Error::DerivedKeyHeader(name)) if name == "x-api-key"));
 }
