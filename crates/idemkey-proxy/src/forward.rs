@@ -22,7 +22,7 @@ use hyper_util::rt::TokioExecutor;
 use idemkey_core::{DerivedKeys, Problem, Verdict};
 use idemkey_tower::{NotExecuted, problem_response};
 
-use crate::headers::{add_forwarded, strip_hop_by_hop};
+use crate::headers::{add_forwarded, framed_twice, strip_hop_by_hop, strip_length};
 use crate::upstream::Upstream;
 
 /// The slugs of the problems the proxy answers itself, beside the layer's
@@ -78,6 +78,8 @@ impl Forward {
         };
         strip_hop_by_hop(&mut parts.headers);
         add_forwarded(&mut parts.headers, peer);
+        // Only the proxy names a record to the upstream: a client's own would pass for one.
+        parts.headers.remove(&self.derived_key_header);
         // The same for every execution of one record: an upstream that deduplicates on it
         // turns a re-execution after a crash or a lost reply into a no-op.
         if let Some(keys) = parts.extensions.get::<DerivedKeys>()
@@ -86,12 +88,20 @@ impl Forward {
             parts.headers.insert(self.derived_key_header.clone(), value);
         }
         let recorded = parts.extensions.get::<DerivedKeys>().is_some();
+        let method = parts.method.clone();
         parts.version = http::Version::HTTP_11;
         let sent = self.client.request(Request::from_parts(parts, body));
         match tokio::time::timeout(self.timeout, sent).await {
             Ok(Ok(response)) => {
                 let (mut parts, body) = response.into_parts();
+                if framed_twice(&parts.headers) {
+                    // Dropped unread, the body takes the upstream's connection with it.
+                    return self.unknown(
+                        "the answer was framed by both Transfer-Encoding and Content-Length",
+                    );
+                }
                 strip_hop_by_hop(&mut parts.headers);
+                strip_length(&mut parts.headers, &method);
                 if !recorded {
                     return Response::from_parts(parts, Body::new(body));
                 }

@@ -3,7 +3,10 @@
 
 use std::net::SocketAddr;
 
-use http::header::{CONNECTION, HOST, HeaderMap, HeaderName, HeaderValue};
+use http::Method;
+use http::header::{
+    CONNECTION, CONTENT_LENGTH, HOST, HeaderMap, HeaderName, HeaderValue, TRANSFER_ENCODING,
+};
 
 /// The hop-by-hop headers every proxy removes, besides those `Connection` names.
 const HOP_BY_HOP: [&str; 8] = [
@@ -33,7 +36,22 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     for name in HOP_BY_HOP {
         headers.remove(name);
     }
-    headers.remove(http::header::TRANSFER_ENCODING);
+    headers.remove(TRANSFER_ENCODING);
+}
+
+/// Whether an answer is framed both by `Transfer-Encoding` and by `Content-Length`: a
+/// message that may be smuggling another (RFC 9112 §6.3), so a failure of the upstream.
+pub(crate) fn framed_twice(headers: &HeaderMap) -> bool {
+    headers.contains_key(TRANSFER_ENCODING) && headers.contains_key(CONTENT_LENGTH)
+}
+
+/// Removes the upstream's `Content-Length` from an answer that has a body: the client's
+/// connection is framed by the proxy, and hyper sets the length from the body it sends. The
+/// answer to a `HEAD` keeps it, as no body follows it.
+pub(crate) fn strip_length(headers: &mut HeaderMap, method: &Method) {
+    if method != Method::HEAD {
+        headers.remove(CONTENT_LENGTH);
+    }
 }
 
 /// Adds the client's address and the host it asked for: `X-Forwarded-For` (appended),
@@ -87,6 +105,19 @@ mod tests {
         strip_hop_by_hop(&mut headers);
         let left: Vec<_> = headers.keys().map(HeaderName::as_str).collect();
         assert_eq!(left, ["content-type"]);
+    }
+
+    #[test]
+    fn only_a_head_answer_keeps_the_upstreams_length() {
+        let mut headers = HeaderMap::new();
+        headers.insert("content-length", HeaderValue::from_static("5"));
+        assert!(!framed_twice(&headers));
+        strip_length(&mut headers, &Method::HEAD);
+        assert_eq!(headers["content-length"], "5");
+        headers.insert("transfer-encoding", HeaderValue::from_static("chunked"));
+        assert!(framed_twice(&headers));
+        strip_length(&mut headers, &Method::GET);
+        assert!(headers.get("content-length").is_none());
     }
 
     #[test]

@@ -1,0 +1,206 @@
+//! The proxy between a hostile upstream and a hostile client: an upstream's framing never
+//! reaches the client's connection, and a client never sends the upstream a derived key.
+
+#![allow(clippy::unwrap_used)]
+
+use axum::Router;
+use axum::body::Body;
+use axum::routing::any;
+use http::{HeaderMap, Request};
+use idemkey_core::MemoryStore;
+use idemkey_proxy::{Limits, Proxy, ProxyConfig, Upstream};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tower::ServiceExt;
+
+const ROUTE: &str = "[[route]]\nmethods = [\"POST\"]\npath = \"/v1/*\"";
+
+/// What the hostile upstream hides in its chunk, past the 5 bytes its `Content-Length` claims.
+const SMUGGLED: &str = "HTTP/1.1 200 OK\r\ncontent-length: 8\r\n\r\nsmuggled";
+
+/// An upstream that answers a POST with both `Transfer-Encoding: chunked` and
+/// `Content-Length: 5` and a chunk longer than 5 bytes, and any other request plainly.
+async fn framing_upstream() -> Upstream {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(answer_hostile(stream));
+        }
+    });
+    Upstream::parse(&format!("http://{addr}")).unwrap()
+}
+
+async fn answer_hostile(mut stream: TcpStream) {
+    let mut buffer = Vec::new();
+    while let Some((head, _)) = read_message(&mut stream, &mut buffer).await {
+        let answer = if head.starts_with("POST") {
+            let chunk = format!("hello{SMUGGLED}");
+            format!(
+                "HTTP/1.1 201 Created\r\ntransfer-encoding: chunked\r\ncontent-length: 5\r\n\r\n\
+                 {:x}\r\n{chunk}\r\n0\r\n\r\n",
+                chunk.len()
+            )
+        } else {
+            "HTTP/1.1 200 OK\r\ncontent-length: 12\r\n\r\nupstream GET".to_owned()
+        };
+        if stream.write_all(answer.as_bytes()).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Reads one message framed by `Content-Length` (or none) from `stream`, keeping what
+/// follows it in `buffer` for the next: the head as text, and the body.
+async fn read_message(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<(String, Vec<u8>)> {
+    let end = loop {
+        if let Some(at) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+        fill(stream, buffer).await?;
+    };
+    let head = String::from_utf8_lossy(&buffer[..end]).into_owned();
+    let length = content_length(&head).unwrap_or(0);
+    while buffer.len() < end + length {
+        fill(stream, buffer).await?;
+    }
+    let body = buffer[end..end + length].to_vec();
+    buffer.drain(..end + length);
+    Some((head, body))
+}
+
+async fn fill(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<()> {
+    let mut chunk = [0; 4096];
+    match stream.read(&mut chunk).await {
+        Ok(0) | Err(_) => None,
+        Ok(n) => {
+            buffer.extend_from_slice(&chunk[..n]);
+            Some(())
+        }
+    }
+}
+
+fn content_length(head: &str) -> Option<usize> {
+    head.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.eq_ignore_ascii_case("content-length")
+            .then(|| value.trim().parse().ok())?
+    })
+}
+
+/// The proxy serving `upstream` on a listener of its own, covering POSTs under `/v1/`.
+async fn serve(upstream: Upstream) -> std::net::SocketAddr {
+    let proxy = Proxy::builder(upstream, MemoryStore::new())
+        .config(ROUTE.parse::<ProxyConfig>().unwrap())
+        .build()
+        .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let forever = std::future::pending::<()>();
+    tokio::spawn(proxy.serve(listener, Limits::default(), forever));
+    addr
+}
+
+const POST: &str = "POST /v1/items HTTP/1.1\r\nhost: proxy\r\nauthorization: Bearer alice\r\n\
+                    idempotency-key: k1\r\ncontent-length: 2\r\n\r\n{}";
+const GET: &str = "GET /v1/items HTTP/1.1\r\nhost: proxy\r\n\r\n";
+
+#[tokio::test]
+async fn an_upstream_answer_with_two_framings_never_desynchronises_the_client() {
+    let proxy = serve(framing_upstream().await).await;
+    let mut client = TcpStream::connect(proxy).await.unwrap();
+    let mut buffer = Vec::new();
+    client.write_all(POST.as_bytes()).await.unwrap();
+    let (head, body) = read_message(&mut client, &mut buffer).await.unwrap();
+    assert_eq!(content_length(&head), Some(body.len()), "{head}");
+    // Ambiguous framing is a failure of the upstream, never an answer to store as a success.
+    assert!(head.starts_with("HTTP/1.1 502"), "{head}");
+    assert!(String::from_utf8_lossy(&body).contains("upstream-outcome-unknown"));
+
+    client.write_all(GET.as_bytes()).await.unwrap();
+    let (head, body) = read_message(&mut client, &mut buffer).await.unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(body, b"upstream GET");
+    assert!(buffer.is_empty(), "{}", String::from_utf8_lossy(&buffer));
+
+    // The retry is told the same: the record stored the unknown outcome.
+    client.write_all(POST.as_bytes()).await.unwrap();
+    let (head, _) = read_message(&mut client, &mut buffer).await.unwrap();
+    assert!(head.starts_with("HTTP/1.1 502"), "{head}");
+}
+
+/// An unrecorded answer streams: ambiguous framing is a failure there too, never an answer
+/// cut to the upstream's `Content-Length`.
+#[tokio::test]
+async fn an_unrecorded_answer_with_two_framings_keeps_the_client_in_step() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut buffer = Vec::new();
+        read_message(&mut stream, &mut buffer).await.unwrap();
+        let answer = "HTTP/1.1 200 OK\r\ncontent-length: 5\r\ntransfer-encoding: chunked\r\n\r\n\
+                      7\r\nhello!!\r\n0\r\n\r\n";
+        stream.write_all(answer.as_bytes()).await.unwrap();
+    });
+    let proxy = serve(Upstream::parse(&format!("http://{addr}")).unwrap()).await;
+    let mut client = TcpStream::connect(proxy).await.unwrap();
+    let mut buffer = Vec::new();
+    client.write_all(GET.as_bytes()).await.unwrap();
+    let (head, body) = read_message(&mut client, &mut buffer).await.unwrap();
+    assert_eq!(content_length(&head), Some(body.len()), "{head}");
+    // Never the first 5 bytes of the body passed off as the whole of it.
+    assert!(head.starts_with("HTTP/1.1 502"), "{head}");
+    assert!(buffer.is_empty(), "{}", String::from_utf8_lossy(&buffer));
+}
+
+/// An upstream that answers with the derived key it received, or `none`.
+async fn echoing_upstream() -> Upstream {
+    let app = Router::new().fallback(any(|headers: HeaderMap| async move {
+        headers
+            .get("idempotency-derived-key")
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or("none")
+            .to_owned()
+    }));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    Upstream::parse(&format!("http://{addr}")).unwrap()
+}
+
+async fn received_key(proxy: &Proxy<MemoryStore>, request: Request<Body>) -> String {
+    let response = proxy.service().oneshot(request).await.unwrap();
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+#[tokio::test]
+async fn a_client_never_sends_the_upstream_a_derived_key() {
+    let proxy = Proxy::builder(echoing_upstream().await, MemoryStore::new())
+        .config(ROUTE.parse::<ProxyConfig>().unwrap())
+        .build()
+        .unwrap();
+    let forged = "forged";
+    let get = Request::get("/v1/items")
+        .header("idempotency-derived-key", forged)
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(received_key(&proxy, get).await, "none");
+    let keyless = Request::post("/v1/items")
+        .header("authorization", "Bearer alice")
+        .header("idempotency-derived-key", forged)
+        .body(Body::from("{}"))
+        .unwrap();
+    assert_eq!(received_key(&proxy, keyless).await, "none");
+    let keyed = Request::post("/v1/items")
+        .header("authorization", "Bearer alice")
+        .header("idempotency-key", "k1")
+        .header("idempotency-derived-key", forged)
+        .body(Body::from("{}"))
+        .unwrap();
+    let derived = received_key(&proxy, keyed).await;
+    assert!(derived != forged && derived != "none", "{derived}");
+}
