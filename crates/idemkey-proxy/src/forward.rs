@@ -7,19 +7,22 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::body::Body;
+use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::ConnectInfo;
 use bytes::BytesMut;
 use futures_util::StreamExt;
-use http::{HeaderName, HeaderValue, Request, Response};
-use http_body_util::BodyExt;
+use http::header::CONTENT_LENGTH;
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response};
+use http_body_util::{BodyExt, BodyStream, StreamBody};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use idemkey_core::{DerivedKeys, Problem, Verdict};
+use idemkey_core::{DerivedKeys, Problem, ProblemKind, Verdict};
 use idemkey_tower::{NotExecuted, problem_response};
 
 use crate::headers::{add_forwarded, framed_twice, strip_hop_by_hop, strip_length};
@@ -90,30 +93,49 @@ impl Forward {
         let recorded = parts.extensions.get::<DerivedKeys>().is_some();
         let method = parts.method.clone();
         parts.version = http::Version::HTTP_11;
+        let body_failed = Arc::new(AtomicBool::new(false));
+        let body = watched(body, body_failed.clone());
         let sent = self.client.request(Request::from_parts(parts, body));
         match tokio::time::timeout(self.timeout, sent).await {
-            Ok(Ok(response)) => {
-                let (mut parts, body) = response.into_parts();
-                if framed_twice(&parts.headers) {
-                    // Dropped unread, the body takes the upstream's connection with it.
-                    return self.unknown(
-                        "the answer was framed by both Transfer-Encoding and Content-Length",
-                    );
-                }
-                strip_hop_by_hop(&mut parts.headers);
-                strip_length(&mut parts.headers, &method);
-                if !recorded {
-                    return Response::from_parts(parts, Body::new(body));
-                }
-                match tokio::time::timeout(self.timeout, read_head(Body::new(body))).await {
-                    Ok(Ok(body)) => Response::from_parts(parts, body),
-                    Ok(Err(error)) => self.unknown(&error.to_string()),
-                    Err(_elapsed) => self.unknown("the body did not arrive within the timeout"),
-                }
-            }
+            Ok(Ok(response)) => self.answer(response, &method, recorded).await,
+            // Checked first: an unreadable body aborts the call, and it is the client's fault.
+            Ok(Err(_)) if body_failed.load(Ordering::Acquire) => body_unreadable(),
             Ok(Err(error)) if error.is_connect() => unreachable(&error),
             Ok(Err(error)) => self.unknown(&error.to_string()),
             Err(_elapsed) => self.unknown("no answer within the upstream timeout"),
+        }
+    }
+
+    /// The upstream's answer as the client gets it, its framing the proxy's own: a recorded
+    /// answer's body read ahead within the timeout, an unrecorded one streamed, each part
+    /// within the timeout.
+    async fn answer<B>(
+        &self,
+        response: Response<B>,
+        method: &Method,
+        recorded: bool,
+    ) -> Response<Body>
+    where
+        B: HttpBody<Data = Bytes> + Send + 'static,
+        B::Error: Into<axum::BoxError>,
+    {
+        let (mut parts, body) = response.into_parts();
+        if framed_twice(&parts.headers) {
+            // Dropped unread, the body takes the upstream's connection with it.
+            return self
+                .unknown("the answer was framed by both Transfer-Encoding and Content-Length");
+        }
+        strip_hop_by_hop(&mut parts.headers);
+        strip_length(&mut parts.headers, method);
+        let body = Body::new(body);
+        if !recorded {
+            let body = streamed(body, &mut parts.headers, self.timeout);
+            return Response::from_parts(parts, body);
+        }
+        match tokio::time::timeout(self.timeout, read_head(body)).await {
+            Ok(Ok(body)) => Response::from_parts(parts, body),
+            Ok(Err(error)) => self.unknown(&error.to_string()),
+            Err(_elapsed) => self.unknown("the body did not arrive within the timeout"),
         }
     }
 
@@ -159,6 +181,48 @@ async fn read_head(mut body: Body) -> Result<Body, axum::Error> {
         }
     }
     Ok(Body::from(head.freeze()))
+}
+
+/// The client's body, noting in `failed` whether reading it failed (a malformed chunk, a
+/// client too slow), so that the call's failure is not taken for the upstream's.
+fn watched(body: Body, failed: Arc<AtomicBool>) -> Body {
+    Body::new(body.map_err(move |error| {
+        failed.store(true, Ordering::Release);
+        error
+    }))
+}
+
+/// An unrecorded answer's body, streamed as it arrives, each part within `idle`: a stalled
+/// upstream ends the answer (and the client's connection) rather than holding the client.
+/// A body hyper knows the length of keeps it as the proxy's `Content-Length`.
+fn streamed(body: Body, headers: &mut HeaderMap, idle: Duration) -> Body {
+    match body.size_hint().exact() {
+        Some(0) => return body,
+        Some(length) => {
+            headers.insert(CONTENT_LENGTH, HeaderValue::from(length));
+        }
+        None => {}
+    }
+    let frames =
+        futures_util::stream::unfold(Some(BodyStream::new(body)), move |frames| async move {
+            let mut frames = frames?;
+            match tokio::time::timeout(idle, frames.next()).await {
+                Ok(Some(frame)) => Some((frame, Some(frames))),
+                Ok(None) => None,
+                Err(_elapsed) => {
+                    tracing::warn!("an unrecorded answer's body stalled past the upstream timeout");
+                    Some((Err(axum::Error::new("the answer's body stalled")), None))
+                }
+            }
+        });
+    Body::new(StreamBody::new(frames))
+}
+
+/// The client's body could not be read: the upstream got no whole request.
+fn body_unreadable() -> Response<Body> {
+    let mut response = problem_response(&Problem::new(ProblemKind::BodyUnreadable));
+    response.extensions_mut().insert(NotExecuted);
+    response
 }
 
 /// Not connected, so nothing was sent: the claim is given back.

@@ -204,3 +204,60 @@ async fn a_client_never_sends_the_upstream_a_derived_key() {
     let derived = received_key(&proxy, keyed).await;
     assert!(derived != forged && derived != "none", "{derived}");
 }
+
+/// An upstream that accepts connections and reads them, never answering but for `head`,
+/// which it sends at once: each connection stays open until the proxy closes it.
+async fn stalling_upstream(head: &'static str) -> Upstream {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                if stream.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                let mut sink = [0; 4096];
+                while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
+            });
+        }
+    });
+    Upstream::parse(&format!("http://{addr}")).unwrap()
+}
+
+/// The proxy serving `upstream` with a one-second upstream timeout.
+async fn serve_with_timeout(upstream: Upstream) -> std::net::SocketAddr {
+    let config = format!("{ROUTE}\n[upstream]\ntimeout = \"1s\"");
+    let proxy = Proxy::builder(upstream, MemoryStore::new())
+        .config(config.parse::<ProxyConfig>().unwrap())
+        .build()
+        .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(proxy.serve(listener, Limits::default(), std::future::pending()));
+    addr
+}
+
+#[tokio::test]
+async fn a_malformed_body_on_an_unrecorded_request_is_the_clients_fault() {
+    let proxy = serve_with_timeout(stalling_upstream("").await).await;
+    let mut client = TcpStream::connect(proxy).await.unwrap();
+    let request = "POST /other HTTP/1.1\r\nhost: proxy\r\ntransfer-encoding: chunked\r\n\r\n\
+                   zz\r\nnot a chunk\r\n0\r\n\r\n";
+    client.write_all(request.as_bytes()).await.unwrap();
+    let (head, body) = read_message(&mut client, &mut Vec::new()).await.unwrap();
+    assert!(head.starts_with("HTTP/1.1 400"), "{head}");
+    assert!(String::from_utf8_lossy(&body).contains("body-unreadable"));
+}
+
+#[tokio::test]
+async fn a_stalled_unrecorded_body_ends_the_answer() {
+    let upstream = stalling_upstream("HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc").await;
+    let proxy = serve_with_timeout(upstream).await;
+    let mut client = TcpStream::connect(proxy).await.unwrap();
+    client.write_all(GET.as_bytes()).await.unwrap();
+    // The answer's head came; its body never completes, and the proxy ends the connection
+    // rather than hold it. The guard only turns a hang into a failure.
+    let guard = std::time::Duration::from_secs(30);
+    let read = tokio::time::timeout(guard, read_message(&mut client, &mut Vec::new())).await;
+    assert_eq!(read.expect("the proxy held the client"), None);
+}
