@@ -1,7 +1,9 @@
 //! Forwarding a request to the upstream over a pooled keep-alive client, and what the
 //! outcome of that call means for the record (behaviour [§14](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#14-the-proxy)): an answer is the upstream's to
 //! store or release; a refused connection means nothing was sent; a failure after sending
-//! leaves the outcome unknown.
+//! leaves the outcome unknown; a client's body that cannot be read is the client's fault.
+//! The client's connection is framed by the proxy, never by the upstream's headers, and no
+//! part of an answer's body takes longer than the upstream timeout.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -132,7 +134,7 @@ impl Forward {
             let body = streamed(body, &mut parts.headers, self.timeout);
             return Response::from_parts(parts, body);
         }
-        match tokio::time::timeout(self.timeout, read_head(body)).await {
+        match tokio::time::timeout(self.timeout, read_head(body, self.timeout)).await {
             Ok(Ok(body)) => Response::from_parts(parts, body),
             Ok(Err(error)) => self.unknown(&error.to_string()),
             Err(_elapsed) => self.unknown("the body did not arrive within the timeout"),
@@ -167,8 +169,8 @@ const READ_AHEAD: usize = 1024 * 1024;
 /// Reads a recorded answer's body up to [`READ_AHEAD`], so that a connection lost
 /// mid-body is an unknown outcome (the upstream acted, the answer is lost), never a half
 /// body stored or a claim released for a retry to execute again. The rest of a longer body
-/// follows as a stream.
-async fn read_head(mut body: Body) -> Result<Body, axum::Error> {
+/// follows as a stream, each part within `idle`.
+async fn read_head(mut body: Body, idle: Duration) -> Result<Body, axum::Error> {
     let mut head = BytesMut::new();
     while let Some(frame) = body.frame().await {
         // Trailers are not forwarded: HTTP/1.1 clients rarely ask for them.
@@ -177,7 +179,8 @@ async fn read_head(mut body: Body) -> Result<Body, axum::Error> {
         }
         if head.len() > READ_AHEAD {
             let head = futures_util::stream::once(async move { Ok(head.freeze()) });
-            return Ok(Body::from_stream(head.chain(body.into_data_stream())));
+            let tail = within(body, idle).into_data_stream();
+            return Ok(Body::from_stream(head.chain(tail)));
         }
     }
     Ok(Body::from(head.freeze()))
@@ -192,9 +195,8 @@ fn watched(body: Body, failed: Arc<AtomicBool>) -> Body {
     }))
 }
 
-/// An unrecorded answer's body, streamed as it arrives, each part within `idle`: a stalled
-/// upstream ends the answer (and the client's connection) rather than holding the client.
-/// A body hyper knows the length of keeps it as the proxy's `Content-Length`.
+/// An unrecorded answer's body, streamed as it arrives, each part within `idle`. A body
+/// hyper knows the length of keeps it as the proxy's `Content-Length`.
 fn streamed(body: Body, headers: &mut HeaderMap, idle: Duration) -> Body {
     match body.size_hint().exact() {
         Some(0) => return body,
@@ -203,6 +205,12 @@ fn streamed(body: Body, headers: &mut HeaderMap, idle: Duration) -> Body {
         }
         None => {}
     }
+    within(body, idle)
+}
+
+/// `body`, each part of it within `idle`: a stalled upstream ends the answer (and the
+/// client's connection) rather than holding the client.
+fn within(body: Body, idle: Duration) -> Body {
     let frames =
         futures_util::stream::unfold(Some(BodyStream::new(body)), move |frames| async move {
             let mut frames = frames?;
@@ -210,7 +218,7 @@ fn streamed(body: Body, headers: &mut HeaderMap, idle: Duration) -> Body {
                 Ok(Some(frame)) => Some((frame, Some(frames))),
                 Ok(None) => None,
                 Err(_elapsed) => {
-                    tracing::warn!("an unrecorded answer's body stalled past the upstream timeout");
+                    tracing::warn!("an answer's body stalled past the upstream timeout");
                     Some((Err(axum::Error::new("the answer's body stalled")), None))
                 }
             }

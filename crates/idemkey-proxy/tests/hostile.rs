@@ -261,3 +261,20 @@ async fn a_stalled_unrecorded_body_ends_the_answer() {
     let read = tokio::time::timeout(guard, read_message(&mut client, &mut Vec::new())).await;
     assert_eq!(read.expect("the proxy held the client"), None);
 }
+
+#[tokio::test]
+async fn a_stalled_tail_of_a_long_recorded_body_ends_the_answer() {
+    // Past the 1 MiB the proxy reads ahead, the rest of a recorded answer streams.
+    let sent = "x".repeat(1536 * 1024);
+    let head = format!("HTTP/1.1 201 Created\r\ncontent-length: 2097152\r\n\r\n{sent}");
+    let proxy = serve_with_timeout(stalling_upstream(head.leak()).await).await;
+    let mut client = TcpStream::connect(proxy).await.unwrap();
+    client.write_all(POST.as_bytes()).await.unwrap();
+    // Chunked to the client: its connection ends before the last chunk.
+    let guard = std::time::Duration::from_secs(30);
+    let mut received = Vec::new();
+    let read = tokio::time::timeout(guard, client.read_to_end(&mut received)).await;
+    assert!(read.expect("the proxy held the client").is_ok());
+    assert!(received.starts_with(b"HTTP/1.1 201"));
+    assert!(!received.ends_with(b"\r\n0\r\n\r\n"));
+}
