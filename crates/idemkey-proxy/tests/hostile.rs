@@ -207,11 +207,12 @@ async fn a_client_never_sends_the_upstream_a_derived_key() {
 
 /// An upstream that accepts connections and reads them, never answering but for `head`,
 /// which it sends at once: each connection stays open until the proxy closes it.
-async fn stalling_upstream(head: &'static str) -> Upstream {
+async fn stalling_upstream(head: String) -> Upstream {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         while let Ok((mut stream, _)) = listener.accept().await {
+            let head = head.clone();
             tokio::spawn(async move {
                 if stream.write_all(head.as_bytes()).await.is_err() {
                     return;
@@ -239,7 +240,7 @@ async fn serve_with_timeout(upstream: Upstream) -> std::net::SocketAddr {
 
 #[tokio::test]
 async fn a_malformed_body_on_an_unrecorded_request_is_the_clients_fault() {
-    let proxy = serve_with_timeout(stalling_upstream("").await).await;
+    let proxy = serve_with_timeout(stalling_upstream(String::new()).await).await;
     let mut client = TcpStream::connect(proxy).await.unwrap();
     let request = "POST /other HTTP/1.1\r\nhost: proxy\r\ntransfer-encoding: chunked\r\n\r\n\
                    zz\r\nnot a chunk\r\n0\r\n\r\n";
@@ -251,7 +252,8 @@ async fn a_malformed_body_on_an_unrecorded_request_is_the_clients_fault() {
 
 #[tokio::test]
 async fn a_stalled_unrecorded_body_ends_the_answer() {
-    let upstream = stalling_upstream("HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc").await;
+    let upstream =
+        stalling_upstream("HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc".to_owned()).await;
     let proxy = serve_with_timeout(upstream).await;
     let mut client = TcpStream::connect(proxy).await.unwrap();
     client.write_all(GET.as_bytes()).await.unwrap();
@@ -267,7 +269,7 @@ async fn a_stalled_tail_of_a_long_recorded_body_ends_the_answer() {
     // Past the 1 MiB the proxy reads ahead, the rest of a recorded answer streams.
     let sent = "x".repeat(1536 * 1024);
     let head = format!("HTTP/1.1 201 Created\r\ncontent-length: 2097152\r\n\r\n{sent}");
-    let proxy = serve_with_timeout(stalling_upstream(head.leak()).await).await;
+    let proxy = serve_with_timeout(stalling_upstream(head).await).await;
     let mut client = TcpStream::connect(proxy).await.unwrap();
     client.write_all(POST.as_bytes()).await.unwrap();
     // Chunked to the client: its connection ends before the last chunk.
