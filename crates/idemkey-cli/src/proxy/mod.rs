@@ -114,3 +114,50 @@ async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
         .await
         .with_context(|| format!("cannot listen on {addr}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    /// `idemkey proxy`'s flags alone.
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        args: ProxyArgs,
+    }
+
+    /// The line `main` prints for `idemkey proxy` with these flags. The store cannot be
+    /// opened, so a check that goes missing fails the test there instead of serving.
+    async fn refusal(flags: &[&str]) -> String {
+        let store = ["--database-url", "sqlite:///nonexistent/idemkey/proxy.db"];
+        let all = std::iter::once("proxy")
+            .chain(store)
+            .chain(flags.iter().copied());
+        let flags = Flags::try_parse_from(all).unwrap();
+        crate::causes(&run(flags.args).await.unwrap_err())
+    }
+
+    #[tokio::test]
+    async fn an_upstream_with_credentials_is_one_line_without_its_password() {
+        let line = refusal(&["--upstream", "http://app:s3cret@127.0.0.1:9"]).await;
+        assert_eq!(
+            line,
+            "--upstream must not carry credentials (user:password@): \"http://app:***@127.0.0.1:9\""
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refused_setting_is_one_line_naming_the_file_and_the_setting() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("proxy.toml");
+        std::fs::write(&path, "[upstream]\ntimeout = \"0s\"\n").unwrap();
+        let config = path.to_str().unwrap();
+        let line = refusal(&["--upstream", "http://127.0.0.1:9", "--config", config]).await;
+        assert_eq!(
+            line,
+            format!("invalid config {config}: [upstream] timeout must be at least 1ms: \"0s\"")
+        );
+    }
+}
