@@ -81,7 +81,7 @@ impl<S: Store> ProxyBuilder<S> {
         let forward = Forward::new(
             self.upstream,
             self.config.upstream.timeout()?,
-            self.config.upstream.derived_key_header()?,
+            self.config.derived_key_header()?,
             self.config.upstream.release_unknown()?,
         );
         let service = routes::service(&self.store, &self.config.routes()?, &shared, forward);
