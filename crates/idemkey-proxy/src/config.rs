@@ -320,8 +320,8 @@ impl UpstreamConfig {
 const MIN_TIMEOUT: Duration = Duration::from_millis(1);
 
 /// Headers the derived key must not replace: credentials, hop-by-hop and framing headers,
-/// and the client's own key.
-const RESERVED_HEADERS: [HeaderName; 16] = [
+/// the forwarding headers the proxy sets, and the client's own key.
+const RESERVED_HEADERS: [HeaderName; 20] = [
     header::AUTHORIZATION,
     header::PROXY_AUTHORIZATION,
     header::COOKIE,
@@ -337,6 +337,10 @@ const RESERVED_HEADERS: [HeaderName; 16] = [
     header::EXPECT,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
+    HeaderName::from_static("forwarded"),
+    HeaderName::from_static("x-forwarded-for"),
+    HeaderName::from_static("x-forwarded-host"),
+    HeaderName::from_static("x-forwarded-proto"),
     idemkey_tower::IDEMPOTENCY_KEY,
 ];
 
@@ -446,6 +450,8 @@ mod tests {
             "upgrade",
             "te",
             "idempotency-key",
+            "forwarded",
+            "X-Forwarded-Host",
             "not a header",
         ] {
             let message = refusal(&format!("[upstream]\nderived_key_header = \"{name}\""));

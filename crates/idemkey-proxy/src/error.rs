@@ -89,8 +89,8 @@ pub enum Error {
     Timeout(String),
     /// The upstream's `derived_key_header` would replace a header the upstream relies on.
     #[error(
-        "[upstream] derived_key_header must not be a credential, hop-by-hop, framing or \
-         idempotency header: {0:?}"
+        "[upstream] derived_key_header must not be a credential, hop-by-hop, framing, \
+         forwarding or idempotency header: {0:?}"
     )]
     DerivedKeyHeader(String),
     /// A route lists no method.

@@ -126,8 +126,8 @@ fn configuration_errors_name_the_value_at_fault() {
     );
     assert_eq!(
         message("[upstream]\nderived_key_header = \"authorization\""),
-        "[upstream] derived_key_header must not be a credential, hop-by-hop, framing or \
-         idempotency header: \"authorization\""
+        "[upstream] derived_key_header must not be a credential, hop-by-hop, framing, \
+         forwarding or idempotency header: \"authorization\""
     );
     assert_eq!(
         message("[[route]]\nmethods = []\npath = \"/v1/*\""),
