@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
 
-use crate::pg::{Schema, url};
+use crate::needs::postgres_url;
+use crate::pg::Schema;
 
 /// Which backend a test runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,7 +31,7 @@ impl Db {
     pub async fn create(backend: Backend, dir: &Path) -> Self {
         match backend {
             Backend::Sqlite => Self::Sqlite(dir.join("notes.db")),
-            Backend::Postgres => Self::Postgres(Schema::create(&url()).await),
+            Backend::Postgres => Self::Postgres(Schema::create(&postgres_url()).await),
         }
     }
 

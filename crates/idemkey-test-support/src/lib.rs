@@ -39,7 +39,7 @@ pub mod trials;
 /// ```ignore
 /// #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 /// async fn two_instances_share_one_database() {
-///     let url = idemkey_test_support::pg::url();
+///     let url = idemkey_test_support::needs::postgres_url();
 ///     // ...
 /// }
 /// ```

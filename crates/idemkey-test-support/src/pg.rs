@@ -8,12 +8,6 @@ use sqlx::{AssertSqlSafe, Connection, PgConnection};
 use crate::db::Db;
 use crate::wait_until;
 
-/// The server's URL: `IDEMKEY_TEST_PG_URL`, else one answering at 127.0.0.1:5432. Neither:
-/// the test fails, saying so (the runner runs it only where PostgreSQL is, or in CI).
-pub fn url() -> String {
-    crate::needs::postgres_url()
-}
-
 /// A fresh schema, dropped with everything in it when this is dropped.
 pub struct Schema {
     name: String,

@@ -7,10 +7,6 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-pub use crate::needs::{
-    REDIS_URL_ENV as URL_ENV, VALKEY_ENV, redis_url as standalone_url, valkey_program,
-};
-
 /// A port free now, whose cluster bus port (+10000) is free too.
 pub fn free_port() -> u16 {
     loop {

@@ -146,7 +146,7 @@ fn ceiling_and_layer_run_without_errors() {
 
 #[idemkey_test_support::test(needs = [postgres])]
 fn postgres_gets_a_schema_of_its_own() {
-    let url = idemkey_test_support::pg::url();
+    let url = idemkey_test_support::needs::postgres_url();
     let output = bench(&[
         "create",
         "storm",

@@ -48,7 +48,7 @@ struct Fixture {
 }
 
 async fn start(args: &[&str]) -> Fixture {
-    let base = idemkey_test_support::pg::url();
+    let base = idemkey_test_support::needs::postgres_url();
     let schema = Schema::create(&base).await;
     let relay = Relay::start(upstream(&base)).await;
     let url = via_relay(&schema.url(), relay.addr);

@@ -177,7 +177,7 @@ async fn a_storm_of_64_executes_once() {
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn two_proxies_on_postgres_execute_once() {
-    let base = pg::url();
+    let base = idemkey_test_support::needs::postgres_url();
     let schema = pg::Schema::create(&base).await;
     let upstream = Upstream::start();
     let a = Proxy::start(IDEMKEY, &upstream.url(), &schema.url(), &[]);

@@ -108,7 +108,7 @@ async fn at_the_record_cap_a_new_key_is_refused_in_every_mode_on_sqlite() {
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn at_the_record_cap_a_new_key_is_refused_in_every_mode_on_postgres() {
-    let base = idemkey_test_support::pg::url();
+    let base = idemkey_test_support::needs::postgres_url();
     for mode in MODES {
         let schema = Schema::create(&base).await;
         let mut args = mode.to_vec();

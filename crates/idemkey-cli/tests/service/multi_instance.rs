@@ -5,8 +5,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use futures_util::StreamExt;
+use idemkey_test_support::needs::postgres_url;
 use idemkey_test_support::notes::{ALICE, count_notes, create};
-use idemkey_test_support::pg::{Schema, url};
+use idemkey_test_support::pg::Schema;
 use idemkey_test_support::serve::Serve;
 use idemkey_test_support::storm::{raw_create, storm};
 
@@ -22,7 +23,7 @@ fn instances(schema: &Schema, n: usize, extra: &[&str]) -> Vec<Serve> {
 
 async fn storm_of_64_creates_one_note(args: &[&str]) {
     let mode = args.join(" ");
-    let base = url();
+    let base = postgres_url();
     let schema = Schema::create(&base).await;
     let servers = instances(&schema, 3, args);
     let targets: Vec<SocketAddr> = (0..64).map(|i| servers[i % 3].addr).collect();
@@ -79,7 +80,7 @@ async fn create_three_ways(client: &reqwest::Client, addrs: &[SocketAddr], key: 
 
 async fn a_thousand_keys_three_times_each(args: &[&str]) {
     let mode = args.join(" ");
-    let base = url();
+    let base = postgres_url();
     let schema = Schema::create(&base).await;
     let servers = instances(&schema, 3, args);
     let addrs: Arc<Vec<SocketAddr>> = Arc::new(servers.iter().map(|s| s.addr).collect());
@@ -145,7 +146,7 @@ async fn lease_thousand_keys_across_three_instances() {
 
 #[idemkey_test_support::test(needs = [postgres])]
 async fn sweepers_on_every_instance_share_the_work() {
-    let base = url();
+    let base = postgres_url();
     let schema = Schema::create(&base).await;
     let servers = instances(&schema, 3, &["--retention", "1s"]);
     let client = reqwest::Client::new();

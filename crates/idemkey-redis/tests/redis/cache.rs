@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use idemkey_core::testkit::request;
 use idemkey_core::{Begin, ClaimRequest, ExpiredLease, Store, StoredResponse, TryClaim, begin};
 use idemkey_redis::{RedisOptions, RedisStore};
-use idemkey_test_support::redis::{RedisServer, standalone_url, valkey_program};
+use idemkey_test_support::needs::{redis_url, valkey_program};
+use idemkey_test_support::redis::RedisServer;
 
 use crate::common::{Store as Redis, unique_prefix};
 
@@ -183,7 +184,7 @@ mod conformance {
     use super::*;
 
     async fn standalone_cached() -> Redis {
-        let url = standalone_url();
+        let url = redis_url();
         cached_store(&url, &unique_prefix()).await
     }
 

@@ -2,7 +2,7 @@
 //! its own. The servers themselves are `idemkey_test_support::redis`'s.
 
 use idemkey_redis::{RedisConnection, RedisOptions, RedisStore};
-use idemkey_test_support::redis::standalone_url;
+use idemkey_test_support::needs::redis_url;
 
 /// The store every test makes.
 pub(crate) type Store = RedisStore<RedisConnection>;
@@ -14,7 +14,7 @@ pub(crate) fn unique_prefix() -> String {
 
 /// A store on the standalone server, under a prefix of its own.
 pub(crate) async fn standalone_store() -> Store {
-    let url = standalone_url();
+    let url = redis_url();
     store_at(&url).await
 }
 

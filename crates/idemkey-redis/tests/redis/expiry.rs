@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use idemkey_core::testkit::{LONG, request};
 use idemkey_core::{Begin, ExpiredLease, Store, StoredResponse, begin};
-use idemkey_test_support::redis::standalone_url;
+use idemkey_test_support::needs::redis_url;
 use redis::AsyncCommands;
 
 use crate::common::{Store as RedisStore, standalone_store};
@@ -74,7 +74,7 @@ async fn keys_expire_with_their_records() {
 /// prefix, and is read once per store.
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis])]
 async fn the_secret_is_shared_by_stores_on_a_prefix() {
-    let url = standalone_url();
+    let url = redis_url();
     let prefix = crate::common::unique_prefix();
     let options = idemkey_redis::RedisOptions::new().prefix(&prefix);
     let a = idemkey_redis::RedisStore::connect_with(&url, &options)

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idemkey_core::RecordState;
-use idemkey_test_support::redis::standalone_url;
+use idemkey_test_support::needs::redis_url;
 use idemkey_tower::Config;
 use tokio::sync::{Barrier, mpsc};
 
@@ -18,7 +18,7 @@ use crate::app::{App, Reply, send, wait_for};
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis])]
 async fn a_duplicate_of_a_running_request_gets_409_and_a_different_one_422() {
-    let url = standalone_url();
+    let url = redis_url();
     let app = App::start(&url, Config::default()).await;
     let first = tokio::spawn(send(app.post("k")));
     wait_for("the handler", &app.ctx.entered).await;
@@ -52,7 +52,7 @@ async fn a_duplicate_of_a_running_request_gets_409_and_a_different_one_422() {
 /// flight) and then one of its polling lookups; only then is the original released.
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis])]
 async fn a_waiting_duplicate_gets_the_replay_once_the_original_finishes() {
-    let url = standalone_url();
+    let url = redis_url();
     let config = Config::default().wait_in_flight(Duration::from_secs(60));
     let app = App::start(&url, config.clone()).await;
     let other = app.sibling(config).await;
@@ -115,7 +115,7 @@ async fn assert_retries_replay(app: &App, executed: &Reply) {
 /// would block at the gate too, and the test would miss a reply.
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis])]
 async fn a_storm_of_identical_requests_executes_once() {
-    let url = standalone_url();
+    let url = redis_url();
     let app = App::start(&url, Config::default()).await;
     let mut replies = storm(&app, STORM);
     wait_for("the execution", &app.ctx.entered).await;
@@ -141,7 +141,7 @@ async fn a_storm_of_identical_requests_executes_once() {
 /// record in flight and are waiting; each must then get the replay.
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis])]
 async fn a_storm_waiting_in_flight_executes_once_and_replays_to_the_rest() {
-    let url = standalone_url();
+    let url = redis_url();
     let config = Config::default().wait_in_flight(Duration::from_secs(60));
     let app = App::start(&url, config.clone()).await;
     let other = app.sibling(config).await;
@@ -183,7 +183,7 @@ async fn a_storm_waiting_in_flight_executes_once_and_replays_to_the_rest() {
 /// still runs: its completion comes first and must be fenced; the second's is stored.
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis])]
 async fn an_expired_lease_is_taken_over_and_the_old_executor_cannot_complete() {
-    let url = standalone_url();
+    let url = redis_url();
     let config = Config::default().lease(Duration::from_millis(300));
     let app = App::start(&url, config.clone()).await;
     let paused = app.frozen_sibling(config).await;
@@ -240,7 +240,7 @@ async fn an_expired_lease_is_taken_over_and_the_old_executor_cannot_complete() {
 /// handler finishes and its response is stored (the test waits until Redis holds it).
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis])]
 async fn a_handler_finishes_and_is_stored_when_the_client_goes_away() {
-    let url = standalone_url();
+    let url = redis_url();
     let app = App::start(&url, Config::default()).await;
     let client = tokio::spawn(send(app.post("k")));
     wait_for("the handler", &app.ctx.entered).await;

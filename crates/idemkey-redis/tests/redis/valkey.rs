@@ -10,7 +10,8 @@ use std::time::Duration;
 use idemkey_core::testkit::request;
 use idemkey_core::{Begin, Error, ExpiredLease, Store, StoredResponse, begin};
 use idemkey_redis::{RedisOptions, RedisStore};
-use idemkey_test_support::redis::{RedisServer, valkey_program};
+use idemkey_test_support::needs::valkey_program;
+use idemkey_test_support::redis::RedisServer;
 
 use crate::common::{Store as Redis, unique_prefix};
 

@@ -11,7 +11,7 @@ use axum::routing::post;
 use axum::{Router, middleware};
 use http::StatusCode;
 use idemkey_sqlx::PgStore;
-use idemkey_test_support::needs::postgres_url as pg_url;
+use idemkey_test_support::needs::postgres_url;
 use idemkey_tower::atomic::{AtomicIdempotencyLayer, DbError, Tx};
 use idemkey_tower::{Actor, Config, IdempotencyLayer};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
@@ -75,7 +75,7 @@ async fn synchronous_commit(pool: &PgPool) -> String {
 /// record. Set in the connection options: no statement per request.
 #[idemkey_test_support::test(needs = [postgres])]
 async fn the_store_commits_synchronously_whatever_the_server_default() {
-    let url = pg_url();
+    let url = postgres_url();
     let admin = admin(&url).await;
     let off = "ALTER ROLE {role} SET synchronous_commit = off";
     let plain = PgConnectOptions::from_str(&url).unwrap();
@@ -110,7 +110,7 @@ async fn as_alice(mut request: Request) -> Request {
 /// `store-unavailable` with `Retry-After`, which would have clients retry forever.
 #[idemkey_test_support::test(needs = [postgres])]
 async fn a_permanent_store_failure_is_500_without_retry_after() {
-    let url = pg_url();
+    let url = postgres_url();
     let admin = admin(&url).await;
     let options = PgStore::connect_options(&url).unwrap();
     let (role, pool) = as_new_role(&admin, options, "").await;
@@ -163,7 +163,7 @@ async fn insert_then_wait(
 /// `store-unavailable` ("not executed, retry"), which would have the client create twice.
 #[idemkey_test_support::test(needs = [postgres])]
 async fn a_lost_commit_without_a_key_is_outcome_unknown() {
-    let url = pg_url();
+    let url = postgres_url();
     let admin = admin(&url).await;
     let schema = unique("idemkey_apps");
     exec(&admin, format!("CREATE SCHEMA {schema}")).await;
