@@ -1,0 +1,118 @@
+//! One attempt's outcome, read for the table: the answer's body buffered (so that a cut is
+//! seen here and not by the caller), its problem type, `Retry-After` and replay header.
+
+use std::time::{Duration, SystemTime};
+
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
+use http::StatusCode;
+use http_body_util::{BodyDataStream, BodyExt};
+use reqwest::{Body, Response, ResponseBuilderExt, Url};
+
+use crate::classify::{self, Answer, Failure};
+use crate::retry_after::retry_after;
+
+/// The answer header that marks a replay.
+const REPLAYED: &str = "idempotent-replayed";
+
+/// An answer, its body read up to the buffer limit.
+pub(crate) struct Received {
+    pub(crate) response: Response,
+    /// The problem slug of a 409 or 5xx problem body.
+    problem: Option<String>,
+}
+
+impl Received {
+    /// An answer handed on as it is, its body unread.
+    pub(crate) fn unread(response: Response) -> Self {
+        Self {
+            response,
+            problem: None,
+        }
+    }
+
+    /// The answer as the table reads it.
+    pub(crate) fn answer(&self) -> Answer<'_> {
+        let headers = self.response.headers();
+        Answer {
+            status: self.response.status(),
+            problem: self.problem.as_deref(),
+            retry_after: headers.contains_key(http::header::RETRY_AFTER),
+            replayed: self.replayed(),
+        }
+    }
+
+    /// Whether the answer is a replay of a stored one.
+    pub(crate) fn replayed(&self) -> bool {
+        let value = self.response.headers().get(REPLAYED);
+        value.is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"))
+    }
+
+    /// The wait the answer asks for.
+    pub(crate) fn retry_after(&self) -> Option<Duration> {
+        retry_after(self.response.headers(), SystemTime::now())
+    }
+}
+
+/// Reads up to `limit` bytes of the answer's body; a body that ends within them is handed on
+/// whole, a longer one as those bytes followed by the rest as it arrives. An error here is
+/// an answer cut off.
+pub(crate) async fn receive(response: Response, limit: usize) -> Result<Received, reqwest::Error> {
+    let url = response.url().clone();
+    let (parts, mut body) = http::Response::<Body>::from(response).into_parts();
+    let mut head = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame?.into_data() {
+            head.extend_from_slice(&data);
+        }
+        if head.len() > limit {
+            let head = head.freeze();
+            let rest = futures_util::stream::once(async move { Ok::<_, reqwest::Error>(head) })
+                .chain(BodyDataStream::new(body));
+            return Ok(Received {
+                response: rebuild(parts, url, Body::wrap_stream(rest)),
+                problem: None,
+            });
+        }
+    }
+    let head = head.freeze();
+    let problem = problem_slug(parts.status, &head);
+    Ok(Received {
+        response: rebuild(parts, url, Body::from(head)),
+        problem,
+    })
+}
+
+/// The response of `parts` and `body`, with its URL, which reqwest keeps outside the parts.
+fn rebuild(mut parts: http::response::Parts, url: Url, body: Body) -> Response {
+    if let Ok(carrier) = http::Response::builder().url(url).body(()) {
+        parts.extensions.extend(carrier.into_parts().0.extensions);
+    }
+    Response::from(http::Response::from_parts(parts, body))
+}
+
+/// The slug of a problem body's `type`, for the statuses whose row depends on it.
+fn problem_slug(status: StatusCode, body: &Bytes) -> Option<String> {
+    if !matches!(status.as_u16(), 409 | 500..=599) {
+        return None;
+    }
+    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let problem_type = value.get("type")?.as_str()?;
+    Some(classify::slug(problem_type).to_owned())
+}
+
+/// How an attempt that got no answer failed.
+pub(crate) fn failure(error: &reqwest_middleware::Error) -> Failure {
+    let reqwest_middleware::Error::Reqwest(error) = error else {
+        return Failure::Other;
+    };
+    if error.is_builder() || error.is_redirect() || error.is_status() || error.is_decode() {
+        Failure::Other
+    } else if error.is_connect() {
+        Failure::Connect
+    } else if error.is_timeout() {
+        Failure::Timeout
+    } else {
+        Failure::NoAnswer
+    }
+}

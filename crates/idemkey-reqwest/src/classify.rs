@@ -1,0 +1,292 @@
+//! The retry table: what one attempt's outcome means for the next. Each row is a test below,
+//! and [docs/client.md](https://docs.rs/idemkey-reqwest) prints the same table.
+
+use http::StatusCode;
+use idemkey_core::ProblemKind;
+
+/// Why an attempt is retried: a row of the table, and the `reason` label of the
+/// `idemkey_client_retries_total` and `idemkey_client_give_ups_total` metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Reason {
+    /// The connection could not be made (refused, unreachable, a TLS handshake failed): the
+    /// request was not sent.
+    Connect,
+    /// No answer within the attempt's time.
+    Timeout,
+    /// The connection closed or was reset before an answer.
+    NoAnswer,
+    /// The answer was cut off: its body ended early.
+    CutOff,
+    /// 409 `request-in-flight`: the same key is still executing.
+    InFlight,
+    /// 429: the server asks to slow down.
+    TooManyRequests,
+    /// 502: the gateway got no valid answer from the server behind it.
+    BadGateway,
+    /// 503: the server cannot take the request now.
+    Unavailable,
+    /// 504: the gateway timed out waiting for the server behind it.
+    GatewayTimeout,
+    /// 500 `outcome-unknown`: the server lost its database's reply; the key settles it.
+    OutcomeUnknown,
+    /// Another 5xx (idemkey releases the claim on one; [`Policy::retry_server_errors`]).
+    ///
+    /// [`Policy::retry_server_errors`]: crate::Policy::retry_server_errors
+    ServerError,
+}
+
+impl Reason {
+    /// The metric label: `connect`, `timeout`, `no-answer`, `cut-off`, `in-flight`,
+    /// `too-many-requests`, `bad-gateway`, `unavailable`, `gateway-timeout`,
+    /// `outcome-unknown`, `server-error`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Connect => "connect",
+            Self::Timeout => "timeout",
+            Self::NoAnswer => "no-answer",
+            Self::CutOff => "cut-off",
+            Self::InFlight => "in-flight",
+            Self::TooManyRequests => "too-many-requests",
+            Self::BadGateway => "bad-gateway",
+            Self::Unavailable => "unavailable",
+            Self::GatewayTimeout => "gateway-timeout",
+            Self::OutcomeUnknown => "outcome-unknown",
+            Self::ServerError => "server-error",
+        }
+    }
+
+    /// Whether the request may not have been sent at all, so that even a request that is
+    /// neither keyed nor idempotent may be sent again.
+    pub(crate) fn nothing_sent(self) -> bool {
+        self == Self::Connect
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An attempt that ended without an answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Failure {
+    Connect,
+    Timeout,
+    NoAnswer,
+    CutOff,
+    /// Not the network's doing (a malformed URL, a redirect loop, another middleware's
+    /// error): sending again would fail the same way.
+    Other,
+}
+
+/// An answer, as the table reads it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Answer<'a> {
+    pub(crate) status: StatusCode,
+    /// The slug of a problem+json body's `type`: what follows its last `/` or `#`.
+    pub(crate) problem: Option<&'a str>,
+    /// The answer carries `Retry-After`.
+    pub(crate) retry_after: bool,
+    /// The answer carries `Idempotent-Replayed: true`: a stored answer, which the same key
+    /// gets again.
+    pub(crate) replayed: bool,
+}
+
+/// The row for an attempt that got no answer; `None` means final.
+pub(crate) fn failure(failure: Failure) -> Option<Reason> {
+    match failure {
+        Failure::Connect => Some(Reason::Connect),
+        Failure::Timeout => Some(Reason::Timeout),
+        Failure::NoAnswer => Some(Reason::NoAnswer),
+        Failure::CutOff => Some(Reason::CutOff),
+        Failure::Other => None,
+    }
+}
+
+/// The row for an answer; `None` means final. `server_errors` is
+/// [`Policy::retry_server_errors`](crate::Policy::retry_server_errors).
+pub(crate) fn answer(answer: Answer<'_>, server_errors: bool) -> Option<Reason> {
+    if answer.replayed {
+        return None;
+    }
+    let is = |kind: ProblemKind| answer.problem == Some(kind.slug());
+    match answer.status.as_u16() {
+        409 if is(ProblemKind::RequestInFlight) || answer.retry_after => Some(Reason::InFlight),
+        429 => Some(Reason::TooManyRequests),
+        502 => Some(Reason::BadGateway),
+        503 => Some(Reason::Unavailable),
+        504 => Some(Reason::GatewayTimeout),
+        500 if is(ProblemKind::OutcomeUnknown) => Some(Reason::OutcomeUnknown),
+        // Stored and replayed for this key: every retry would get it again.
+        500 if is(ProblemKind::PreviousAttemptUnknown) => None,
+        500..=599 if server_errors => Some(Reason::ServerError),
+        _ => None,
+    }
+}
+
+/// The slug of a problem type URI: `…/problems/index.html#key-reused` → `key-reused`.
+pub(crate) fn slug(problem_type: &str) -> &str {
+    problem_type
+        .rsplit(['/', '#'])
+        .next()
+        .unwrap_or(problem_type)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(code: u16) -> Answer<'static> {
+        Answer {
+            status: StatusCode::from_u16(code).unwrap(),
+            problem: None,
+            retry_after: false,
+            replayed: false,
+        }
+    }
+
+    fn problem(code: u16, slug: &'static str) -> Answer<'static> {
+        Answer {
+            problem: Some(slug),
+            ..status(code)
+        }
+    }
+
+    fn retried(answer: Answer<'_>) -> Option<Reason> {
+        super::answer(answer, true)
+    }
+
+    #[test]
+    fn no_answer_at_all_is_retried_with_the_same_key() {
+        assert_eq!(failure(Failure::Connect), Some(Reason::Connect));
+        assert_eq!(failure(Failure::Timeout), Some(Reason::Timeout));
+        assert_eq!(failure(Failure::NoAnswer), Some(Reason::NoAnswer));
+        assert_eq!(failure(Failure::CutOff), Some(Reason::CutOff));
+    }
+
+    #[test]
+    fn a_failure_that_is_not_the_networks_is_final() {
+        assert_eq!(failure(Failure::Other), None);
+    }
+
+    #[test]
+    fn request_in_flight_waits_and_retries() {
+        let in_flight = problem(409, "request-in-flight");
+        assert_eq!(retried(in_flight), Some(Reason::InFlight));
+    }
+
+    #[test]
+    fn a_409_with_retry_after_is_retried_whatever_its_body() {
+        let asked = Answer {
+            retry_after: true,
+            ..status(409)
+        };
+        assert_eq!(retried(asked), Some(Reason::InFlight));
+    }
+
+    #[test]
+    fn another_409_is_final() {
+        assert_eq!(retried(status(409)), None);
+        assert_eq!(retried(problem(409, "email-taken")), None);
+    }
+
+    #[test]
+    fn too_many_requests_is_retried_with_or_without_retry_after() {
+        assert_eq!(retried(status(429)), Some(Reason::TooManyRequests));
+        let asked = Answer {
+            retry_after: true,
+            ..problem(429, "actor-cap-reached")
+        };
+        assert_eq!(retried(asked), Some(Reason::TooManyRequests));
+    }
+
+    #[test]
+    fn unavailable_is_retried_with_or_without_retry_after() {
+        assert_eq!(retried(status(503)), Some(Reason::Unavailable));
+        let asked = Answer {
+            retry_after: true,
+            ..problem(503, "store-unavailable")
+        };
+        assert_eq!(retried(asked), Some(Reason::Unavailable));
+    }
+
+    #[test]
+    fn gateway_failures_are_retried() {
+        assert_eq!(retried(status(502)), Some(Reason::BadGateway));
+        assert_eq!(retried(status(504)), Some(Reason::GatewayTimeout));
+    }
+
+    #[test]
+    fn outcome_unknown_is_retried_even_when_other_5xx_are_not() {
+        let unknown = problem(500, "outcome-unknown");
+        assert_eq!(answer(unknown, false), Some(Reason::OutcomeUnknown));
+    }
+
+    #[test]
+    fn key_reused_is_never_retried() {
+        assert_eq!(retried(problem(422, "key-reused")), None);
+    }
+
+    #[test]
+    fn key_missing_and_key_invalid_are_never_retried() {
+        assert_eq!(retried(problem(400, "key-missing")), None);
+        assert_eq!(retried(problem(400, "key-invalid")), None);
+    }
+
+    #[test]
+    fn every_other_4xx_is_final() {
+        for code in (400..=499).filter(|code| ![409, 429].contains(code)) {
+            assert_eq!(retried(status(code)), None, "{code}");
+        }
+    }
+
+    #[test]
+    fn other_5xx_are_retried_by_default_and_final_when_configured_so() {
+        for code in [500, 501, 505, 507, 599] {
+            assert_eq!(
+                answer(status(code), true),
+                Some(Reason::ServerError),
+                "{code}"
+            );
+            assert_eq!(answer(status(code), false), None, "{code}");
+        }
+        let failed = problem(500, "handler-failed");
+        assert_eq!(answer(failed, true), Some(Reason::ServerError));
+    }
+
+    #[test]
+    fn a_stored_previous_attempt_unknown_is_final() {
+        assert_eq!(retried(problem(500, "previous-attempt-unknown")), None);
+    }
+
+    #[test]
+    fn a_replayed_answer_is_final_whatever_its_status() {
+        for code in [409, 429, 500, 503] {
+            let replay = Answer {
+                replayed: true,
+                ..status(code)
+            };
+            assert_eq!(retried(replay), None, "{code}");
+        }
+    }
+
+    #[test]
+    fn success_and_redirects_are_final() {
+        for code in [200, 201, 204, 301, 304] {
+            assert_eq!(retried(status(code)), None, "{code}");
+        }
+    }
+
+    #[test]
+    fn slugs_come_after_the_last_slash_or_hash() {
+        let docs = "https://docs.rs/idemkey/latest/idemkey/problems/index.html#key-reused";
+        assert_eq!(slug(docs), "key-reused");
+        assert_eq!(
+            slug("https://example.com/problems/request-in-flight"),
+            "request-in-flight"
+        );
+        assert_eq!(slug("outcome-unknown"), "outcome-unknown");
+    }
+}
