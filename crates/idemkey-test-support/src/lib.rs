@@ -1,7 +1,8 @@
 //! What the workspace's tests share, so that each harness exists once: `idemkey serve` and
 //! `idemkey proxy` as real processes ([`serve`], [`proxy`]), the databases behind them
 //! ([`db`], [`pg`]), `redis-server` processes of a test's own ([`redis`]), and raw HTTP/1.1
-//! on sockets ([`raw`], [`storm`], [`relay`]).
+//! on sockets ([`raw`], [`storm`], [`relay`]), with a relay that loses and cuts answers and
+//! refuses connections, the faults retrying HTTP clients must survive ([`lossy`]).
 //!
 //! The binary under test is always the caller's: pass `env!("CARGO_BIN_EXE_idemkey")`.
 //!
@@ -16,6 +17,7 @@
 pub mod db;
 #[cfg(feature = "http")]
 pub mod load;
+pub mod lossy;
 pub mod needs;
 #[cfg(feature = "http")]
 pub mod notes;
