@@ -117,6 +117,11 @@ struct Attempts<'p> {
     deadline: Instant,
 }
 
+/// An attempt still waiting when the policy's time ran out.
+#[derive(Debug, thiserror::Error)]
+#[error("no answer within the {0:?} the policy allows a request")]
+struct OutOfTime(Duration);
+
 /// How one attempt ended.
 enum Ended {
     Answer(Received),
@@ -168,17 +173,31 @@ impl Attempts<'_> {
         }
     }
 
-    /// Sends one attempt, its timeout cut to the time left, and reads its answer.
+    /// Sends one attempt and reads its answer, within the time left: a timeout of the
+    /// attempt's own (not the request's, which would replace the client's).
     async fn attempt(
         &self,
-        mut request: Request,
+        request: Request,
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> Ended {
         let left = self.deadline.saturating_duration_since(Instant::now());
-        let timeout = request.timeout_mut();
-        *timeout = Some(timeout.map_or(left, |own| own.min(left)));
         observe::attempted();
+        match tokio::time::timeout(left, self.exchange(request, extensions, next)).await {
+            Ok(ended) => ended,
+            Err(_) => Ended::Failed(
+                classify::Failure::Timeout,
+                reqwest_middleware::Error::middleware(OutOfTime(self.policy.max_elapsed)),
+            ),
+        }
+    }
+
+    async fn exchange(
+        &self,
+        request: Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> Ended {
         let response = match next.run(request, extensions).await {
             Ok(response) => response,
             Err(error) => return Ended::Failed(attempt::failure(&error), error),
