@@ -1,21 +1,22 @@
 //! What each database provides: its SQL, its write transactions and its error rules.
 //!
-//! Each backend is a folder of the same files, so that the next one (MySQL) is a copy of a
-//! folder with its own SQL and codes:
+//! Each backend is a folder of the same files, so that the next one is a copy of a folder
+//! with its own SQL and codes:
 //!
-//! - `mod.rs`: the store's alias (`SqliteStore`, `PgStore`), its `connect_options`,
+//! - `mod.rs`: the store's alias (`SqliteStore`, `PgStore`, `MySqlStore`), its `connect_options`,
 //!   `connect`, `connect_with` and `migrate` (its migrations under `migrations/<backend>`),
 //!   anything its pool needs, and `impl Sealed`.
 //! - `queries.rs`: the SQL constants and `impl Backend`, whose fenced statements come from
 //!   `crate::statements` (`fenced_statements!`, `claim_with!`) with the folder's typed helpers
-//!   (`scoped`, `held`, `token_of`) in scope.
+//!   (`scoped`, `held`, `token_of`) in scope. MySQL writes its own: it has no `RETURNING`,
+//!   and its placeholders are bound in the order they appear.
 //! - `error.rs`: `store_error` for the backend, and the rules that read the database's own
 //!   codes, reached only through the trait: [`Backend::is_unavailable`],
 //!   [`Backend::is_retryable`], [`Backend::commit_error`] (and [`Backend::note_error`] where
 //!   an error spoils a connection).
 //!
-//! A backend may add files for what it alone does: PostgreSQL's `wait.rs` bounds how an
-//! atomic claim waits for a concurrent uncommitted claim of its scope.
+//! A backend may add files for what it alone does: PostgreSQL's and MySQL's `wait.rs` bound
+//! how an atomic claim waits for a concurrent uncommitted claim of its scope.
 
 use std::future::Future;
 
@@ -33,11 +34,11 @@ mod sealed {
 
 pub(crate) use sealed::Sealed;
 
-/// A database idemkey can store records in: SQLite or PostgreSQL.
+/// A database idemkey can store records in: SQLite, PostgreSQL or MySQL (and MariaDB).
 ///
 /// Each statement runs on the connection it is given: the store's own short transactions in
 /// lease mode, or the caller's transaction in atomic mode. Sealed: implemented by the SQL
-/// stores only, for [`sqlx::Sqlite`] and [`sqlx::Postgres`].
+/// stores only, for `sqlx::Sqlite`, `sqlx::Postgres` and `sqlx::MySql`.
 pub trait Backend: Database + Sealed {
     /// What a store of this backend is configured with beyond its pool (PostgreSQL: how
     /// atomic claims wait for a concurrent claim; SQLite: nothing).

@@ -1,4 +1,4 @@
-//! SQLite and PostgreSQL stores for idemkey, and atomic mode: the stored response commits in
+//! SQLite, PostgreSQL and MySQL stores for idemkey, and atomic mode: the stored response commits in
 //! the same transaction as the business write, so a crash never leaves one without the other.
 //!
 //! ```
@@ -41,10 +41,11 @@
 //! | --- | --- |
 //! | `sqlite` (default) | [`SqliteStore`], with a bundled SQLite |
 //! | `postgres` (default) | [`PgStore`]: duplicates wait (bounded, capped) for a concurrent claim |
+//! | `mysql` | [`MySqlStore`] (MySQL 8, MariaDB): duplicates wait (bounded) for a concurrent claim |
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![cfg_attr(
-    not(any(feature = "sqlite", feature = "postgres")),
+    not(any(feature = "sqlite", feature = "postgres", feature = "mysql")),
     allow(dead_code, unused_macros, unused_imports)
 )]
 
@@ -55,6 +56,8 @@ mod error;
 // Test-only hooks for this workspace's fault tests: not part of the public API.
 #[doc(hidden)]
 pub mod failpoints;
+#[cfg(feature = "mysql")]
+mod mysql;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod row;
@@ -68,6 +71,8 @@ pub use atomic::{
     AtomicResponse, HandlerFn, HandlerResult, Outcome, Strategy, handler_fn,
 };
 pub use backend::{Backend, Folded};
+#[cfg(feature = "mysql")]
+pub use mysql::{MySqlSettings, MySqlStore};
 #[cfg(feature = "postgres")]
 pub use postgres::{DEFAULT_CLAIM_LOCK_TIMEOUT, DEFAULT_MAX_CONNECTIONS, PgSettings, PgStore};
 #[cfg(feature = "sqlite")]

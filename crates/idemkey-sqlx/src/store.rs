@@ -23,8 +23,8 @@ const CLAIM_ATTEMPTS: usize = 3;
 
 /// A store of idempotency records in a SQL database, sharing the application's pool.
 ///
-/// Use it through its aliases, [`crate::SqliteStore`] and [`crate::PgStore`]. Lease mode
-/// goes through [`Store`]; atomic mode through [`SqlxStore::begin_atomic`] and
+/// Use it through its aliases, [`crate::SqliteStore`], [`crate::PgStore`] and `MySqlStore`.
+/// Lease mode goes through [`Store`]; atomic mode through [`SqlxStore::begin_atomic`] and
 /// [`SqlxStore::execute`].
 #[derive(Debug)]
 pub struct SqlxStore<DB: Backend> {

@@ -1,0 +1,510 @@
+//! The SQL of the MySQL store, on any connection: the store's own short transactions in lease
+//! mode, or the caller's transaction in atomic mode.
+//!
+//! Statements both MySQL 8 and MariaDB accept: no `RETURNING` (MySQL has none), and no
+//! `ON DUPLICATE KEY UPDATE`, whose affected-rows count cannot tell an insert from a live row
+//! left alone (sqlx connects with `CLIENT_FOUND_ROWS`: both count 1). A claim is a plain
+//! `INSERT`; the duplicate key (1062) is the arbiter's answer, after which the record is read,
+//! and an expired one replaced by an `UPDATE` fenced on its expiry. Placeholders are `?`,
+//! bound in the order they appear.
+
+use std::time::Instant;
+
+use idemkey_core::{
+    Claim, ClaimRequest, Error, Record, RecordId, Result, Scope, StoredResponse, TryClaim,
+};
+use sqlx::mysql::{MySqlArguments, MySqlConnection};
+use sqlx::pool::PoolConnection;
+use sqlx::{MySql, Pool, Transaction};
+
+use super::error::{is_duplicate_key, store_error};
+use super::wait::{self, MySqlSettings};
+use crate::error::millis;
+use crate::row::{RecordRow, fenced, into_record};
+use crate::{Backend, SqlxStore};
+
+/// The database clock in milliseconds since the Unix epoch: the statement's start
+/// (`UTC_TIMESTAMP` is fixed for a statement, so every reading in one agrees), as arithmetic
+/// on UTC datetimes, which no session time zone or daylight-saving shift can skew (unlike
+/// `UNIX_TIMESTAMP(NOW())`).
+macro_rules! now {
+    () => {
+        "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)"
+    };
+}
+
+/// The scope's primary key, the condition of every statement on one record.
+macro_rules! scope {
+    () => {
+        "actor = ? AND operation = ? AND idem_key = ?"
+    };
+}
+
+/// The longest actor and operation name the columns hold, in bytes (the key's 255 characters
+/// are its type's bound).
+const MAX_ACTOR: usize = 2048;
+const MAX_OPERATION: usize = 512;
+
+/// How every write transaction begins, one round trip: READ COMMITTED (not InnoDB's default
+/// REPEATABLE READ), so that a statement after a duplicate key sees the record that committed
+/// meanwhile, and the duplicate-key check takes no gap locks.
+pub(super) const BEGIN_WRITE: &str =
+    "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION";
+
+const LOOKUP: &str = concat!(
+    "SELECT record_id, version, fingerprint, state, token, ",
+    "CAST(GREATEST(COALESCE(lease_until, 0) - ",
+    now!(),
+    ", 0) AS SIGNED), request_id, response FROM idemkey_records WHERE ",
+    scope!(),
+    " AND expires_at > ",
+    now!()
+);
+
+/// Whether a live record holds the scope.
+const LIVE: &str = concat!(
+    "SELECT 1 FROM idemkey_records WHERE ",
+    scope!(),
+    " AND expires_at > ",
+    now!()
+);
+
+// The claim: a new record in flight. Meeting an uncommitted insert of the same scope, it waits
+// for that transaction to end: 1062 if it committed, inserted if it rolled back.
+const CLAIM: &str = concat!(
+    "INSERT INTO idemkey_records (actor, operation, idem_key, record_id, version, fingerprint, ",
+    "state, token, lease_until, expires_at, created_at, request_id, response) ",
+    "VALUES (?, ?, ?, ?, ?, ?, 0, 1, ",
+    now!(),
+    " + ?, ",
+    now!(),
+    " + ? + ?, ",
+    now!(),
+    ", ?, NULL)"
+);
+
+// The claim of a scope whose record has expired: replaces it, only if still expired.
+const CLAIM_EXPIRED: &str = concat!(
+    "UPDATE idemkey_records SET record_id = ?, version = ?, fingerprint = ?, state = 0, ",
+    "token = 1, lease_until = ",
+    now!(),
+    " + ?, expires_at = ",
+    now!(),
+    " + ? + ?, created_at = ",
+    now!(),
+    ", request_id = ?, response = NULL WHERE ",
+    scope!(),
+    " AND expires_at <= ",
+    now!()
+);
+
+// Commit-time claim (behaviour §8): the record, already completed, as the transaction's last
+// statement; like the claim, it waits for an uncommitted insert of the scope.
+const INSERT_COMPLETED: &str = concat!(
+    "INSERT INTO idemkey_records (actor, operation, idem_key, record_id, version, fingerprint, ",
+    "state, token, lease_until, expires_at, created_at, request_id, response) ",
+    "VALUES (?, ?, ?, ?, ?, ?, 2, 1, NULL, ",
+    now!(),
+    " + ?, ",
+    now!(),
+    ", ?, ?)"
+);
+
+const COMPLETED_EXPIRED: &str = concat!(
+    "UPDATE idemkey_records SET record_id = ?, version = ?, fingerprint = ?, state = 2, ",
+    "token = 1, lease_until = NULL, expires_at = ",
+    now!(),
+    " + ?, created_at = ",
+    now!(),
+    ", request_id = ?, response = ? WHERE ",
+    scope!(),
+    " AND expires_at <= ",
+    now!()
+);
+
+// The fenced statements: sqlx connects with `CLIENT_FOUND_ROWS`, so an update counts the
+// rows its condition matched, even one it left unchanged (an extension in the same
+// millisecond), and `fenced` sees 1 exactly when the claim still holds.
+const RECLAIM: &str = concat!(
+    "UPDATE idemkey_records SET token = token + 1, state = 0, lease_until = ",
+    now!(),
+    " + ?, expires_at = ",
+    now!(),
+    " + ? + ? WHERE ",
+    scope!(),
+    " AND record_id = ? AND token = ? AND (state = 1 OR (state = 0 AND lease_until <= ",
+    now!(),
+    ")) AND expires_at > ",
+    now!()
+);
+
+const COMPLETE: &str = concat!(
+    "UPDATE idemkey_records SET state = 2, response = ?, lease_until = NULL, expires_at = ",
+    now!(),
+    " + ? WHERE ",
+    scope!(),
+    " AND record_id = ? AND token = ? AND state = 0"
+);
+
+const RELEASE: &str = concat!(
+    "UPDATE idemkey_records SET state = 1, lease_until = NULL, expires_at = ",
+    now!(),
+    " + ? WHERE ",
+    scope!(),
+    " AND record_id = ? AND token = ? AND state = 0"
+);
+
+const DISCARD: &str = concat!(
+    "DELETE FROM idemkey_records WHERE ",
+    scope!(),
+    " AND record_id = ? AND token = ? AND state = 0"
+);
+
+const EXTEND: &str = concat!(
+    "UPDATE idemkey_records SET lease_until = ",
+    now!(),
+    " + ?, expires_at = ",
+    now!(),
+    " + ? + ? WHERE ",
+    scope!(),
+    " AND record_id = ? AND token = ? AND state = 0"
+);
+
+const FORGET: &str = concat!("DELETE FROM idemkey_records WHERE ", scope!());
+
+const FORGET_VERSION: &str = concat!(
+    "DELETE FROM idemkey_records WHERE ",
+    scope!(),
+    " AND version = ?"
+);
+
+// Oldest first through the expiry index; a row another transaction holds is waited for, not
+// skipped (`SKIP LOCKED` needs MariaDB 10.6), and the expiry is checked on the row as deleted.
+const SWEEP: &str = concat!(
+    "DELETE FROM idemkey_records WHERE expires_at <= ",
+    now!(),
+    " ORDER BY expires_at LIMIT ?"
+);
+
+// Per-actor caps (behaviour §11): the primary key's leading column finds the actor's rows.
+const ACTOR_USAGE: &str = concat!(
+    "SELECT CAST(count(*) AS SIGNED), CAST(COALESCE(SUM(LENGTH(response)), 0) AS SIGNED), ",
+    "CAST(COALESCE(MIN(expires_at) - ",
+    now!(),
+    ", 0) AS SIGNED) FROM idemkey_records WHERE actor = ? AND expires_at > ",
+    now!()
+);
+
+// Two statements, once per process: whoever inserts first, every process reads the same row.
+const SECRET_INSERT: &str =
+    "INSERT INTO idemkey_secret (id, secret) VALUES (1, ?) ON DUPLICATE KEY UPDATE id = id";
+const SECRET_SELECT: &str = "SELECT secret FROM idemkey_secret WHERE id = 1";
+
+type Query<'q> = sqlx::query::Query<'q, MySql, MySqlArguments>;
+
+impl Backend for MySql {
+    type Settings = MySqlSettings;
+
+    fn default_settings(_pool: &Pool<Self>) -> MySqlSettings {
+        MySqlSettings::default()
+    }
+
+    async fn begin_write(pool: &Pool<Self>) -> Result<Transaction<'static, Self>> {
+        pool.begin_with(BEGIN_WRITE).await.map_err(store_error)
+    }
+
+    const CLAIM_ON_LOOKUP_CONNECTION: bool = true;
+
+    async fn begin_write_on(
+        store: &SqlxStore<Self>,
+        looked_up: Option<PoolConnection<Self>>,
+    ) -> Result<Transaction<'static, Self>> {
+        let Some(conn) = looked_up else {
+            return store.begin_write().await;
+        };
+        Transaction::begin(conn, Some(sqlx::SqlSafeStr::into_sql_str(BEGIN_WRITE)))
+            .await
+            .map_err(store_error)
+    }
+
+    async fn begin_claim(
+        store: &SqlxStore<Self>,
+        request: &ClaimRequest,
+        looked_up: Option<PoolConnection<Self>>,
+    ) -> Result<Option<(Transaction<'static, Self>, TryClaim)>> {
+        wait::begin_claim(store, request, looked_up).await
+    }
+
+    async fn lookup(conn: &mut MySqlConnection, scope: &Scope) -> Result<Option<Record>> {
+        let row: Option<RecordRow> = sqlx::query_as(LOOKUP)
+            .bind(scope.actor.as_str())
+            .bind(scope.operation.as_str())
+            .bind(scope.key.as_str())
+            .fetch_optional(conn)
+            .await
+            .map_err(store_error)?;
+        row.map(into_record).transpose()
+    }
+
+    async fn try_claim(conn: &mut MySqlConnection, request: &ClaimRequest) -> Result<TryClaim> {
+        claim(conn, request).await
+    }
+
+    async fn insert_completed(
+        conn: &mut MySqlConnection,
+        request: &ClaimRequest,
+        record_id: RecordId,
+        response: &StoredResponse,
+    ) -> Result<bool> {
+        fits(&request.scope)?;
+        let encoded = response.encode();
+        let inserted = scoped(INSERT_COMPLETED, &request.scope)
+            .bind(record_id.as_bytes().as_slice())
+            .bind(request.operation.version())
+            .bind(request.fingerprint.as_bytes().as_slice())
+            .bind(millis(request.retention))
+            .bind(request.request_id.as_deref())
+            .bind(&encoded)
+            .execute(&mut *conn)
+            .await;
+        match inserted {
+            Ok(_) => return Ok(true),
+            Err(error) if is_duplicate_key(&error) => {}
+            Err(error) => return Err(store_error(error)),
+        }
+        if is_live(conn, &request.scope).await? {
+            return Ok(false);
+        }
+        let replaced = sqlx::query(COMPLETED_EXPIRED)
+            .bind(record_id.as_bytes().as_slice())
+            .bind(request.operation.version())
+            .bind(request.fingerprint.as_bytes().as_slice())
+            .bind(millis(request.retention))
+            .bind(request.request_id.as_deref())
+            .bind(&encoded);
+        Ok(rows(in_scope(replaced, &request.scope), conn).await? == 1)
+    }
+
+    async fn reclaim(
+        conn: &mut MySqlConnection,
+        request: &ClaimRequest,
+        seen: &Record,
+    ) -> Result<Option<Claim>> {
+        let acquired = Instant::now();
+        let reclaimed = sqlx::query(RECLAIM)
+            .bind(millis(request.lease))
+            .bind(millis(request.lease))
+            .bind(millis(request.retention));
+        let reclaimed = in_scope(reclaimed, &request.scope)
+            .bind(seen.record_id.as_bytes().as_slice())
+            .bind(seen.token);
+        let token = seen.token + 1;
+        // The condition held `token` to what was seen, so the new one is the next.
+        Ok((rows(reclaimed, conn).await? == 1)
+            .then(|| request.grant(seen.record_id, token, acquired, Some(seen))))
+    }
+
+    async fn complete(
+        conn: &mut MySqlConnection,
+        claim: &Claim,
+        response: &StoredResponse,
+    ) -> Result<()> {
+        let done = sqlx::query(COMPLETE)
+            .bind(response.encode())
+            .bind(millis(claim.retention));
+        fenced(held(done, claim, conn).await?)
+    }
+
+    async fn release(conn: &mut MySqlConnection, claim: &Claim) -> Result<()> {
+        let done = sqlx::query(RELEASE).bind(millis(claim.retention));
+        fenced(held(done, claim, conn).await?)
+    }
+
+    async fn discard(conn: &mut MySqlConnection, claim: &Claim) -> Result<()> {
+        fenced(held(sqlx::query(DISCARD), claim, conn).await?)
+    }
+
+    async fn extend(conn: &mut MySqlConnection, claim: &mut Claim) -> Result<()> {
+        let acquired = Instant::now();
+        let done = sqlx::query(EXTEND)
+            .bind(millis(claim.lease))
+            .bind(millis(claim.lease))
+            .bind(millis(claim.retention));
+        fenced(held(done, claim, conn).await?)?;
+        claim.acquired = acquired;
+        Ok(())
+    }
+
+    async fn forget(conn: &mut MySqlConnection, scope: &Scope) -> Result<bool> {
+        let done = scoped(FORGET, scope)
+            .execute(conn)
+            .await
+            .map_err(store_error)?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn forget_version(
+        conn: &mut MySqlConnection,
+        scope: &Scope,
+        version: &str,
+    ) -> Result<bool> {
+        let done = scoped(FORGET_VERSION, scope)
+            .bind(version)
+            .execute(conn)
+            .await
+            .map_err(store_error)?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn sweep(conn: &mut MySqlConnection, batch: u32) -> Result<u64> {
+        let done = sqlx::query(SWEEP)
+            .bind(i64::from(batch))
+            .execute(conn)
+            .await
+            .map_err(store_error)?;
+        Ok(done.rows_affected())
+    }
+
+    async fn actor_usage(
+        conn: &mut MySqlConnection,
+        actor: &str,
+    ) -> Result<idemkey_core::ActorUsage> {
+        let (records, bytes, next_ms): (i64, i64, i64) = sqlx::query_as(ACTOR_USAGE)
+            .bind(actor)
+            .fetch_one(conn)
+            .await
+            .map_err(store_error)?;
+        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        Ok(idemkey_core::ActorUsage {
+            records: count(records),
+            bytes: count(bytes),
+            next_expiry: std::time::Duration::from_millis(count(next_ms)),
+        })
+    }
+
+    async fn load_secret(conn: &mut MySqlConnection, candidate: &[u8]) -> Result<Vec<u8>> {
+        sqlx::query(SECRET_INSERT)
+            .bind(candidate)
+            .execute(&mut *conn)
+            .await
+            .map_err(store_error)?;
+        sqlx::query_scalar(SECRET_SELECT)
+            .fetch_one(conn)
+            .await
+            .map_err(store_error)
+    }
+
+    fn duplicate_wait(settings: &MySqlSettings) -> std::time::Duration {
+        settings.claim_lock_timeout()
+    }
+
+    fn is_retryable(error: &sqlx::Error) -> bool {
+        super::error::is_retryable(error)
+    }
+
+    fn is_unavailable(error: &dyn sqlx::error::DatabaseError) -> bool {
+        super::error::is_unavailable(error)
+    }
+
+    fn commit_error(error: sqlx::Error) -> Error {
+        super::error::commit_error(error)
+    }
+}
+
+/// Claims the scope, or returns its live record (see [`Backend::try_claim`]): the insert;
+/// on a duplicate key, the live record, or else the expired one replaced.
+/// [`Error::Contention`] when the row the insert met is gone by then, which only a claim
+/// outside a transaction can meet: inside one, the duplicate key left the row share-locked.
+pub(super) async fn claim(conn: &mut MySqlConnection, request: &ClaimRequest) -> Result<TryClaim> {
+    fits(&request.scope)?;
+    let acquired = Instant::now();
+    let record_id = RecordId::new();
+    let claimed = |record_id| TryClaim::Claimed(request.grant(record_id, 1, acquired, None));
+    let inserted = scoped(CLAIM, &request.scope)
+        .bind(record_id.as_bytes().as_slice())
+        .bind(request.operation.version())
+        .bind(request.fingerprint.as_bytes().as_slice())
+        .bind(millis(request.lease))
+        .bind(millis(request.lease))
+        .bind(millis(request.retention))
+        .bind(request.request_id.as_deref())
+        .execute(&mut *conn)
+        .await;
+    match inserted {
+        Ok(_) => return Ok(claimed(record_id)),
+        Err(error) if is_duplicate_key(&error) => {}
+        Err(error) => return Err(store_error(error)),
+    }
+    // Read first: a live record (the common duplicate) is answered without touching its lock.
+    if let Some(record) = MySql::lookup(conn, &request.scope).await? {
+        return Ok(TryClaim::Existing(record));
+    }
+    let replace = sqlx::query(CLAIM_EXPIRED)
+        .bind(record_id.as_bytes().as_slice())
+        .bind(request.operation.version())
+        .bind(request.fingerprint.as_bytes().as_slice())
+        .bind(millis(request.lease))
+        .bind(millis(request.lease))
+        .bind(millis(request.retention))
+        .bind(request.request_id.as_deref());
+    if rows(in_scope(replace, &request.scope), &mut *conn).await? == 1 {
+        return Ok(claimed(record_id));
+    }
+    match MySql::lookup(conn, &request.scope).await? {
+        Some(record) => Ok(TryClaim::Existing(record)),
+        None => Err(Error::Contention),
+    }
+}
+
+/// Refuses a scope longer than its columns, before any write: strict SQL mode would refuse
+/// it too (1406), but a server without it would cut it, and two actors sharing a prefix
+/// would share records.
+fn fits(scope: &Scope) -> Result<()> {
+    if scope.actor.len() > MAX_ACTOR || scope.operation.len() > MAX_OPERATION {
+        return Err(Error::Backend(
+            format!(
+                "the MySQL store holds actors of at most {MAX_ACTOR} bytes and operation \
+                 names of at most {MAX_OPERATION}"
+            )
+            .into(),
+        ));
+    }
+    Ok(())
+}
+
+async fn is_live(conn: &mut MySqlConnection, scope: &Scope) -> Result<bool> {
+    let live = scoped(LIVE, scope)
+        .fetch_optional(conn)
+        .await
+        .map_err(store_error)?;
+    Ok(live.is_some())
+}
+
+fn scoped<'q>(sql: &'static str, scope: &'q Scope) -> Query<'q> {
+    sqlx::query(sql)
+        .bind(scope.actor.as_str())
+        .bind(scope.operation.as_str())
+        .bind(scope.key.as_str())
+}
+
+/// `query`, whose values come before its condition, with the scope bound after them.
+fn in_scope<'q>(query: Query<'q>, scope: &'q Scope) -> Query<'q> {
+    query
+        .bind(scope.actor.as_str())
+        .bind(scope.operation.as_str())
+        .bind(scope.key.as_str())
+}
+
+/// Runs `query`; the number of rows its condition matched.
+async fn rows(query: Query<'_>, conn: &mut MySqlConnection) -> Result<u64> {
+    let done = query.execute(conn).await.map_err(store_error)?;
+    Ok(done.rows_affected())
+}
+
+/// Runs `query`, whose values are bound, on the claim's record: scope, record id, token.
+async fn held(query: Query<'_>, claim: &Claim, conn: &mut MySqlConnection) -> Result<u64> {
+    let query = in_scope(query, &claim.scope)
+        .bind(claim.record_id.as_bytes().as_slice())
+        .bind(claim.token);
+    rows(query, conn).await
+}
