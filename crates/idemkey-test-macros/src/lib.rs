@@ -12,7 +12,7 @@ use syn::{Ident, ItemFn, LitInt, LitStr, Token, bracketed, parse_macro_input};
 /// Registers a test, sync or async, for `idemkey_test_support::trials::main()`.
 ///
 /// Takes `tokio::test`'s arguments (`flavor = "multi_thread"`, `worker_threads = N`; the
-/// default is a current-thread runtime) and `needs = [postgres, redis, ...]`, each a variant
+/// default is a current-thread runtime) and `needs = [postgres, mysql, redis, ...]`, each a variant
 /// of `idemkey_test_support::trials::Need` in snake case. An `#[ignore]` after it marks the
 /// test ignored, as with libtest.
 #[proc_macro_attribute]
@@ -159,5 +159,6 @@ mod tests {
     fn snake_case_needs_name_their_variants() {
         assert_eq!(super::camel_case("postgres"), "Postgres");
         assert_eq!(super::camel_case("pg_server"), "PgServer");
+        assert_eq!(super::camel_case("mysql"), "Mysql");
     }
 }

@@ -18,6 +18,8 @@ pub mod db;
 #[cfg(feature = "http")]
 pub mod load;
 pub mod lossy;
+#[cfg(feature = "sql")]
+pub mod mysql;
 pub mod needs;
 #[cfg(feature = "http")]
 pub mod notes;

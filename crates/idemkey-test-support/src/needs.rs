@@ -12,6 +12,10 @@ use std::time::Duration;
 pub const PG_URL_ENV: &str = "IDEMKEY_TEST_PG_URL";
 /// The PostgreSQL server used when [`PG_URL_ENV`] is not set and one answers here.
 pub const PG_DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+/// The variable naming the MySQL or MariaDB server the tests run against.
+pub const MYSQL_URL_ENV: &str = "IDEMKEY_TEST_MYSQL_URL";
+/// The MySQL or MariaDB server used when [`MYSQL_URL_ENV`] is not set and one answers here.
+pub const MYSQL_DEFAULT_URL: &str = "mysql://root@127.0.0.1:3306/test";
 /// The variable naming the standalone Redis server the tests run against.
 pub const REDIS_URL_ENV: &str = "IDEMKEY_TEST_REDIS_URL";
 /// The standalone Redis server used when [`REDIS_URL_ENV`] is not set and one answers here.
@@ -27,6 +31,8 @@ pub enum Need {
     Postgres,
     /// A standalone Redis server: [`REDIS_URL_ENV`], else one answering at 127.0.0.1:6379.
     Redis,
+    /// A MySQL or MariaDB server: [`MYSQL_URL_ENV`], else one answering at 127.0.0.1:3306.
+    Mysql,
     /// A Valkey server program: [`VALKEY_ENV`], else `valkey-server` on the `PATH`.
     Valkey,
     /// Mounting a tmpfs (root).
@@ -41,7 +47,7 @@ impl Need {
     /// Why this need is missing here, or `None` when it is met. Probed once per process; a
     /// variable naming a server is trusted without a probe, as the user asked for it.
     pub fn missing(self) -> Option<&'static str> {
-        static MET: [OnceLock<bool>; 6] = [const { OnceLock::new() }; 6];
+        static MET: [OnceLock<bool>; 7] = [const { OnceLock::new() }; 7];
         let met = *MET[self as usize].get_or_init(|| self.probe());
         (!met).then(|| self.reason())
     }
@@ -57,6 +63,7 @@ impl Need {
         match self {
             Self::Postgres => env_or(PG_URL_ENV, || answers(5432)),
             Self::Redis => env_or(REDIS_URL_ENV, || answers(6379)),
+            Self::Mysql => env_or(MYSQL_URL_ENV, || answers(3306)),
             Self::Valkey => env_or(VALKEY_ENV, || succeeds(&mut valkey_version())),
             Self::Tmpfs => can_mount_tmpfs(),
             Self::Chattr => can_make_immutable(),
@@ -79,6 +86,9 @@ impl Need {
             }
             Self::Redis => {
                 "no Redis at 127.0.0.1:6379; set IDEMKEY_TEST_REDIS_URL=redis://HOST:PORT to run the Redis tests"
+            }
+            Self::Mysql => {
+                "no MySQL or MariaDB at 127.0.0.1:3306; set IDEMKEY_TEST_MYSQL_URL=mysql://USER@HOST:PORT/DB to run the MySQL tests"
             }
             Self::Valkey => {
                 "no valkey-server on the PATH; set IDEMKEY_TEST_VALKEY_SERVER=/path/to/valkey-server to run the Valkey tests"
@@ -109,6 +119,15 @@ pub fn redis_url() -> String {
     std::env::var(REDIS_URL_ENV).unwrap_or_else(|_| {
         Need::Redis.require();
         REDIS_DEFAULT_URL.to_owned()
+    })
+}
+
+/// The MySQL or MariaDB server's URL: [`MYSQL_URL_ENV`], else [`MYSQL_DEFAULT_URL`] if a
+/// server answers. Neither: the test fails, saying so.
+pub fn mysql_url() -> String {
+    std::env::var(MYSQL_URL_ENV).unwrap_or_else(|_| {
+        Need::Mysql.require();
+        MYSQL_DEFAULT_URL.to_owned()
     })
 }
 

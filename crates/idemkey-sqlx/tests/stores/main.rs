@@ -1,10 +1,12 @@
 //! The SQL stores, one test binary: each backend runs the store conformance suite and the
-//! seed's cases (`common`), then what only it does (`sqlite`, `postgres`).
+//! seed's cases (`common`), then what only it does (`sqlite`, `postgres`, `mysql`).
 
 #![allow(clippy::unwrap_used)]
 
 #[macro_use]
 mod common;
+#[cfg(feature = "mysql")]
+mod mysql;
 mod postgres;
 mod sqlite;
 
