@@ -27,7 +27,7 @@ use hyper_util::rt::TokioExecutor;
 use idemkey_core::{DerivedKeys, Problem, ProblemKind, Verdict};
 use idemkey_tower::{NotExecuted, problem_response};
 
-use crate::headers::{add_forwarded, framed_twice, strip_hop_by_hop, strip_length};
+use crate::headers::{framed_twice, set_forwarded, strip_hop_by_hop, strip_length};
 use crate::upstream::Upstream;
 
 /// The slugs of the problems the proxy answers itself, beside the layer's
@@ -79,10 +79,13 @@ impl Forward {
             .map(|info| info.0);
         parts.uri = match self.upstream.uri(&parts.uri) {
             Ok(uri) => uri,
-            Err(error) => return bad_target(&error),
+            Err(error) => {
+                tracing::debug!(%error, "request target not forwardable");
+                return bad_target("the path and query cannot be joined to the upstream's URL");
+            }
         };
         strip_hop_by_hop(&mut parts.headers);
-        add_forwarded(&mut parts.headers, peer);
+        set_forwarded(&mut parts.headers, peer);
         // Only the proxy names a record to the upstream: a client's own would pass for one.
         parts.headers.remove(&self.derived_key_header);
         // The same for every execution of one record: an upstream that deduplicates on it
@@ -247,9 +250,10 @@ fn unreachable(error: &hyper_util::client::legacy::Error) -> Response<Body> {
     response
 }
 
-fn bad_target(error: &http::Error) -> Response<Body> {
-    tracing::debug!(%error, "request target not forwardable");
-    let problem = Problem::custom(BAD_TARGET, "The request target cannot be forwarded", 400);
+/// The request's target (its host, path or query) cannot be forwarded: nothing was sent.
+pub(crate) fn bad_target(detail: &str) -> Response<Body> {
+    let problem =
+        Problem::custom(BAD_TARGET, "The request target cannot be forwarded", 400).detail(detail);
     let mut response = problem_response(&problem);
     response.extensions_mut().insert(NotExecuted);
     response

@@ -1,7 +1,7 @@
 //! Hop-by-hop and forwarding headers, handled as proxies do (RFC 9110 §7.6.1, RFC 7239): a
 //! hop-by-hop header never crosses the proxy, so it is neither forwarded nor stored.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use http::Method;
 use http::header::{
@@ -20,8 +20,10 @@ const HOP_BY_HOP: [&str; 8] = [
     "upgrade",
 ];
 
-/// Removes the hop-by-hop headers and those the `Connection` header names.
-/// `Transfer-Encoding` goes too: hyper frames each hop's body itself.
+/// Removes the hop-by-hop headers and those the `Connection` header names, but for `Host`:
+/// it is end to end (RFC 9110 §7.2), and the proxy names it to the upstream, so a
+/// nomination of it is ignored. `Transfer-Encoding` goes too: hyper frames each hop's body
+/// itself.
 pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     let named: Vec<HeaderName> = headers
         .get_all(CONNECTION)
@@ -29,6 +31,7 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(','))
         .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .filter(|name| name != HOST)
         .collect();
     for name in named {
         headers.remove(name);
@@ -54,38 +57,71 @@ pub(crate) fn strip_length(headers: &mut HeaderMap, method: &Method) {
     }
 }
 
-/// Adds the client's address and the host it asked for: `X-Forwarded-For` (appended),
-/// `X-Forwarded-Host`, `X-Forwarded-Proto` and `Forwarded`. The `Host` header is left for
-/// the client to set from the upstream's address.
-pub(crate) fn add_forwarded(headers: &mut HeaderMap, peer: Option<SocketAddr>) {
-    let host = headers.remove(HOST);
+/// Sets the forwarding headers from what the proxy saw, and from nothing a client sent: the
+/// proxy is the first hop an upstream may trust, so any client's `Forwarded`, `X-Real-IP` or
+/// `X-Forwarded-*` (`-Port`, `-Prefix`, ...) is removed. `X-Forwarded-For` and `Forwarded`
+/// name the peer, `X-Forwarded-Host` and `Forwarded`'s `host` the host it asked for (the
+/// `Host` admitted before any route), `X-Forwarded-Proto` the scheme (`http`). `Host`
+/// itself is left for the client to set from the upstream's address.
+pub(crate) fn set_forwarded(headers: &mut HeaderMap, peer: Option<SocketAddr>) {
+    let host = headers
+        .remove(HOST)
+        .filter(|host| !host.is_empty() && host.to_str().is_ok());
+    let forged: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| {
+            let name = name.as_str();
+            name.starts_with("x-forwarded-") || name == "forwarded" || name == "x-real-ip"
+        })
+        .cloned()
+        .collect();
+    for name in forged {
+        headers.remove(name);
+    }
+    let mut forwarded = Vec::new();
     if let Some(peer) = peer {
-        let ip = peer.ip().to_string();
-        let value = match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
-            Some(earlier) => format!("{earlier}, {ip}"),
-            None => ip.clone(),
-        };
-        if let Ok(value) = HeaderValue::from_str(&value) {
-            headers.insert("x-forwarded-for", value);
+        let ip = peer.ip();
+        if let Ok(value) = HeaderValue::from_str(&ip.to_string()) {
+            headers.insert(X_FORWARDED_FOR, value);
         }
-        let node = if peer.is_ipv6() {
-            format!("\"[{ip}]\"")
-        } else {
-            ip
-        };
-        let mut forwarded = format!("for={node};proto=http");
-        if let Some(host) = host.as_ref().and_then(|h| h.to_str().ok()) {
-            forwarded.push_str(&format!(";host=\"{host}\""));
-        }
-        if let Ok(value) = HeaderValue::from_str(&forwarded) {
-            headers.append("forwarded", value);
-        }
+        forwarded.push(match ip {
+            IpAddr::V4(ip) => format!("for={ip}"),
+            IpAddr::V6(ip) => format!("for={}", quoted(&format!("[{ip}]"))),
+        });
     }
     if let Some(host) = host {
-        headers.insert("x-forwarded-host", host);
+        forwarded.push(format!(
+            "host={}",
+            quoted(host.to_str().unwrap_or_default())
+        ));
+        headers.insert(X_FORWARDED_HOST, host);
     }
-    headers.insert("x-forwarded-proto", HeaderValue::from_static("http"));
+    forwarded.push("proto=http".to_owned());
+    if let Ok(value) = HeaderValue::from_str(&forwarded.join(";")) {
+        headers.insert(FORWARDED, value);
+    }
+    headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
 }
+
+/// `value` as an RFC 7239 quoted-string (RFC 9110 §5.6.4): `"` and `\` escaped, so that no
+/// value can close the string and add an element or a parameter of its own.
+fn quoted(value: &str) -> String {
+    let mut quoted = String::with_capacity(value.len() + 2);
+    quoted.push('"');
+    for c in value.chars() {
+        if matches!(c, '"' | '\\') {
+            quoted.push('\\');
+        }
+        quoted.push(c);
+    }
+    quoted.push('"');
+    quoted
+}
+
+const FORWARDED: HeaderName = HeaderName::from_static("forwarded");
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 
 #[cfg(test)]
 mod tests {
@@ -121,17 +157,41 @@ mod tests {
     }
 
     #[test]
-    fn forwarding_headers_name_the_client_and_host() {
+    fn forwarding_headers_are_the_proxys_own() {
         let mut headers = HeaderMap::new();
         headers.insert("host", HeaderValue::from_static("api.example"));
         headers.insert("x-forwarded-for", HeaderValue::from_static("10.0.0.1"));
-        add_forwarded(&mut headers, Some("127.0.0.9:4000".parse().unwrap()));
-        assert_eq!(headers["x-forwarded-for"], "10.0.0.1, 127.0.0.9");
+        headers.insert("x-forwarded-port", HeaderValue::from_static("443"));
+        headers.insert("forwarded", HeaderValue::from_static("for=10.0.0.1"));
+        headers.insert("x-real-ip", HeaderValue::from_static("10.0.0.1"));
+        set_forwarded(&mut headers, Some("[::1]:4000".parse().unwrap()));
+        assert_eq!(headers["x-forwarded-for"], "::1");
         assert_eq!(headers["x-forwarded-host"], "api.example");
+        assert_eq!(headers["x-forwarded-proto"], "http");
         assert_eq!(
             headers["forwarded"],
-            "for=127.0.0.9;proto=http;host=\"api.example\""
+            "for=\"[::1]\";host=\"api.example\";proto=http"
         );
-        assert!(headers.get("host").is_none());
+        assert_eq!(headers.len(), 4, "{headers:?}");
+    }
+
+    #[test]
+    fn a_quoted_host_cannot_add_an_element() {
+        let mut headers = HeaderMap::new();
+        headers.insert("host", HeaderValue::from_static("a\", for=6.6.6.6;x=\\"));
+        set_forwarded(&mut headers, Some("127.0.0.9:4000".parse().unwrap()));
+        assert_eq!(
+            headers["forwarded"],
+            "for=127.0.0.9;host=\"a\\\", for=6.6.6.6;x=\\\\\";proto=http"
+        );
+    }
+
+    #[test]
+    fn connection_cannot_nominate_the_host() {
+        let mut headers = HeaderMap::new();
+        headers.insert("connection", HeaderValue::from_static("close, host"));
+        headers.insert("host", HeaderValue::from_static("api.example"));
+        strip_hop_by_hop(&mut headers);
+        assert_eq!(headers["host"], "api.example");
     }
 }

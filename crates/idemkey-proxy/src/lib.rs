@@ -44,6 +44,8 @@ mod config;
 mod error;
 mod forward;
 mod headers;
+mod host;
+mod inbound;
 mod routes;
 mod server;
 mod upstream;

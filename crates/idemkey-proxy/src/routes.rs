@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
+use futures_util::future::Either;
 use http::request::Parts;
 use http::{Request, Response};
 use idemkey_core::{Operation, Store};
@@ -15,7 +16,8 @@ use tower::{Layer, ServiceExt};
 
 use crate::actor::ProxyActor;
 use crate::config::Route;
-use crate::forward::Forward;
+use crate::forward::{Forward, bad_target};
+use crate::inbound;
 
 /// What the proxy serves: one boxed service for every request, recorded or not.
 pub type ProxyService = BoxCloneSyncService<Request<Body>, Response<Body>, Infallible>;
@@ -58,7 +60,8 @@ fn config(route: &Route, shared: &Shared) -> Config {
     }
 }
 
-/// The proxy's service: the first route matching a request's method and path records it.
+/// The proxy's service: a request admitted ([`inbound::admit`]) is recorded by the first
+/// route matching its method and path, or forwarded unrecorded.
 pub(crate) fn service<S: Store>(
     store: &S,
     routes: &[Route],
@@ -80,10 +83,14 @@ pub(crate) fn service<S: Store>(
     );
     let unrecorded = BoxCloneSyncService::new(forward);
     BoxCloneSyncService::new(tower::service_fn(move |request: Request<Body>| {
+        let request = match inbound::admit(request) {
+            Ok(request) => request,
+            Err(why) => return Either::Left(std::future::ready(Ok(bad_target(why)))),
+        };
         let chosen = covered
             .iter()
             .find(|(route, _)| route.matches(request.method(), request.uri().path()))
             .map_or_else(|| unrecorded.clone(), |(_, service)| service.clone());
-        chosen.oneshot(request)
+        Either::Right(chosen.oneshot(request))
     }))
 }

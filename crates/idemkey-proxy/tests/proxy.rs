@@ -31,7 +31,10 @@ async fn counting_upstream() -> (Upstream, Arc<AtomicUsize>) {
 }
 
 fn post(path: &str, key: Option<&str>) -> Request<Body> {
-    let mut request = Request::post(path).header("authorization", "Bearer alice");
+    // An HTTP/1.1 request names its host, or the proxy refuses it.
+    let mut request = Request::post(path)
+        .header("host", "proxy")
+        .header("authorization", "Bearer alice");
     if let Some(key) = key {
         request = request.header("idempotency-key", key);
     }

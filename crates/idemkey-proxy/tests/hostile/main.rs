@@ -1,7 +1,10 @@
 //! The proxy between a hostile upstream and a hostile client: an upstream's framing never
-//! reaches the client's connection, and a client never sends the upstream a derived key.
+//! reaches the client's connection, a client never sends the upstream a derived key, nor
+//! forwarding headers of its own.
 
 #![allow(clippy::unwrap_used)]
+
+mod forwarding;
 
 use axum::Router;
 use axum::body::Body;
@@ -52,7 +55,10 @@ async fn answer_hostile(mut stream: TcpStream) {
 
 /// Reads one message framed by `Content-Length` (or none) from `stream`, keeping what
 /// follows it in `buffer` for the next: the head as text, and the body.
-async fn read_message(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<(String, Vec<u8>)> {
+pub(crate) async fn read_message(
+    stream: &mut TcpStream,
+    buffer: &mut Vec<u8>,
+) -> Option<(String, Vec<u8>)> {
     let end = loop {
         if let Some(at) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
             break at + 4;
@@ -80,7 +86,7 @@ async fn fill(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<()> {
     }
 }
 
-fn content_length(head: &str) -> Option<usize> {
+pub(crate) fn content_length(head: &str) -> Option<usize> {
     head.lines().find_map(|line| {
         let (name, value) = line.split_once(':')?;
         name.eq_ignore_ascii_case("content-length")
@@ -89,7 +95,7 @@ fn content_length(head: &str) -> Option<usize> {
 }
 
 /// The proxy serving `upstream` on a listener of its own, covering POSTs under `/v1/`.
-async fn serve(upstream: Upstream) -> std::net::SocketAddr {
+pub(crate) async fn serve(upstream: Upstream) -> std::net::SocketAddr {
     let proxy = Proxy::builder(upstream, MemoryStore::new())
         .config(ROUTE.parse::<ProxyConfig>().unwrap())
         .build()
@@ -185,17 +191,20 @@ async fn a_client_never_sends_the_upstream_a_derived_key() {
         .unwrap();
     let forged = "forged";
     let get = Request::get("/v1/items")
+        .header("host", "proxy")
         .header("idempotency-derived-key", forged)
         .body(Body::empty())
         .unwrap();
     assert_eq!(received_key(&proxy, get).await, "none");
     let keyless = Request::post("/v1/items")
+        .header("host", "proxy")
         .header("authorization", "Bearer alice")
         .header("idempotency-derived-key", forged)
         .body(Body::from("{}"))
         .unwrap();
     assert_eq!(received_key(&proxy, keyless).await, "none");
     let keyed = Request::post("/v1/items")
+        .header("host", "proxy")
         .header("authorization", "Bearer alice")
         .header("idempotency-key", "k1")
         .header("idempotency-derived-key", forged)
