@@ -125,7 +125,9 @@
 //!
 //! The building blocks live in their own crates, re-exported here: the protocol
 //! (`idemkey-core`) at the root, the layer (`idemkey-tower`) as [`tower`](mod@crate::tower), and
-//! the SQL stores (`idemkey-sqlx`) as [`sql`].
+//! the SQL stores (`idemkey-sqlx`) as [`sql`]. The client half, a reqwest middleware that keys
+//! each create request once and retries it safely (`idemkey-reqwest`), is [`client`] with the
+//! `client` feature.
 //!
 //! # Features
 #![doc = document_features::document_features!()]
@@ -173,6 +175,10 @@ pub mod redis {
 }
 #[cfg(feature = "redis")]
 pub use idemkey_redis::RedisStore;
+/// The client half (`idemkey-reqwest`): a reqwest middleware that gives each create request one
+/// `Idempotency-Key`, kept on every retry, and retries exactly what is safe to retry.
+#[cfg(feature = "client")]
+pub use idemkey_reqwest as client;
 /// The sqlx version the stores are built on, for the handler's own queries.
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use sqlx;
