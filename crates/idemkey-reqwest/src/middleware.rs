@@ -62,7 +62,7 @@ impl Middleware for IdempotencyMiddleware {
             policy: &self.policy,
             key,
             safe,
-            deadline: Instant::now() + self.policy.max_elapsed,
+            deadline: later(Instant::now(), self.policy.max_elapsed),
         };
         attempts.run(request, extensions, next).await
     }
@@ -93,6 +93,15 @@ fn key_text(value: &HeaderValue) -> String {
         Ok(key) => key.as_str().to_owned(),
         Err(_) => String::from_utf8_lossy(value.as_bytes()).into_owned(),
     }
+}
+
+/// `now + by`, or a time a century away when an `Instant` cannot hold that (a `Duration::MAX`
+/// setting, a `Retry-After` of many digits): never a panic.
+fn later(now: Instant, by: Duration) -> Instant {
+    const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
+    now.checked_add(by)
+        .or_else(|| now.checked_add(CENTURY))
+        .unwrap_or(now)
 }
 
 /// RFC 9110 §9.2.2: sending one of these again has the effect of sending it once.
@@ -154,19 +163,20 @@ impl Attempts<'_> {
                 return self.deliver(ended, attempt);
             };
             span.record("retry", reason.as_str());
-            let Some(again) = spare else {
-                observe::gave_up(reason, "stream");
-                return Err(self.stream_error(ended, reason));
-            };
             if attempt > self.policy.max_retries {
                 observe::gave_up(reason, "attempts");
                 return self.give_up(ended, reason, attempt);
             }
             let wait = self.wait(&ended, attempt - 1);
-            if Instant::now() + wait >= self.deadline {
+            if later(Instant::now(), wait) >= self.deadline {
                 observe::gave_up(reason, "time");
                 return self.give_up(ended, reason, attempt);
             }
+            // Only a retry the limits allow makes a stream body's one attempt an error.
+            let Some(again) = spare else {
+                observe::gave_up(reason, "stream");
+                return Err(self.stream_error(ended, reason));
+            };
             observe::retrying(reason);
             tokio::time::sleep(wait).await;
             request = again;

@@ -244,6 +244,19 @@ async fn a_stream_body_whose_connection_dropped_is_an_error_after_one_attempt() 
 }
 
 #[tokio::test]
+async fn a_stream_body_past_the_retry_limit_gets_its_answer() {
+    let server = Server::start(vec![status(503), created()]).await;
+    let response = client(fast().max_retries(0))
+        .post(server.url("/notes"))
+        .body(stream_body())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 503);
+    assert_eq!(server.seen().len(), 1);
+}
+
+#[tokio::test]
 async fn a_stream_body_answered_at_once_is_fine() {
     let server = Server::start(vec![created()]).await;
     let response = client(fast())
