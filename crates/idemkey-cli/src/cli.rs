@@ -39,6 +39,13 @@ pub(crate) enum Command {
     /// and the ratios against their targets. Exit status: 0, or 1 if the storm found a key
     /// with other than exactly one note.
     Bench(idemkey_bench::BenchArgs),
+    /// Send one HTTP request, retried safely: one Idempotency-Key on every attempt.
+    ///
+    /// curl-like, for scripts: stdout is the final answer's body; stderr names the key
+    /// (`idemkey: key KEY`) before the first attempt, so the command can be run again with
+    /// --key. Exit status: 0 final 2xx, 1 another final status, 2 usage error or no final
+    /// answer.
+    Send(crate::send::SendArgs),
 }
 
 impl Cli {
@@ -74,6 +81,7 @@ impl Command {
             Self::Check(args) => Ok(idemkey_check::run(args).await.into()),
             Self::Bench(args) => idemkey_bench::run(args).await,
             Self::Proxy(args) => crate::proxy::run(args).await,
+            Self::Send(args) => Ok(crate::send::run(args).await),
         }
     }
 }

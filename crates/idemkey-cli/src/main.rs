@@ -5,6 +5,7 @@
 mod cli;
 mod maintenance;
 mod proxy;
+mod send;
 mod serve;
 
 use std::process::ExitCode;
