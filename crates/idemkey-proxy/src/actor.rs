@@ -1,6 +1,9 @@
 //! The actor of a proxied request (behaviour [§14](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#14-the-proxy)): a digest of the credential the client sent,
 //! so that one credential never sees another's responses, or a name a trusted gateway set.
 
+use std::sync::Arc;
+
+use http::HeaderName;
 use http::header::COOKIE;
 use http::request::Parts;
 use idemkey_tower::MakeActor;
@@ -12,8 +15,10 @@ use crate::config::ActorSource;
 #[derive(Clone, Debug)]
 pub(crate) struct ProxyActor {
     pub(crate) source: ActorSource,
-    /// Requests without a credential share the actor `anonymous` instead of being refused.
-    pub(crate) anonymous: bool,
+    /// With `anonymous = true`, the credential-like headers: a request without the
+    /// configured credential and without any of these shares the actor `anonymous` instead
+    /// of being refused; one with some of them is the actor of their digest. `None`: refused.
+    pub(crate) anonymous: Option<Arc<[HeaderName]>>,
 }
 
 impl MakeActor for ProxyActor {
@@ -32,8 +37,31 @@ impl MakeActor for ProxyActor {
                 .filter(|value| !value.is_empty())
                 .map(|value| format!("trusted:{value}")),
         };
-        actor.or_else(|| self.anonymous.then(|| "anonymous".to_owned()))
+        actor.or_else(|| Some(anonymous(parts, self.anonymous.as_deref()?)))
     }
+}
+
+/// The actor of a request without the configured credential: `anonymous` only if it carries
+/// no credential at all. A cookie, a bearer token or an API key the proxy was not told to
+/// read still tells one client from another, so each gets an actor of its own, never the
+/// shared one (where any client with another's key would get that client's answer).
+fn anonymous(parts: &Parts, credentials: &[HeaderName]) -> String {
+    let mut hash = Sha256::new().chain_update(b"credentials");
+    let mut any = false;
+    for name in credentials {
+        for value in parts.headers.get_all(name).iter().filter(|v| !v.is_empty()) {
+            any = true;
+            // Neither names nor values hold a NUL: the concatenation is unambiguous.
+            hash.update([0]);
+            hash.update(name.as_str());
+            hash.update([0]);
+            hash.update(value.as_bytes());
+        }
+    }
+    if !any {
+        return "anonymous".to_owned();
+    }
+    format!("credentials:{}", hex::encode(&hash.finalize()[..16]))
 }
 
 /// 128 bits of SHA-256 of the credential, in hex: long enough that two credentials never
@@ -78,7 +106,7 @@ mod tests {
     fn credentials_are_digested_and_never_kept() {
         let actor = ProxyActor {
             source: ActorSource::Header(http::header::AUTHORIZATION),
-            anonymous: false,
+            anonymous: None,
         };
         let a = actor
             .make_actor(&parts(&[("authorization", "Bearer a")]))
@@ -95,7 +123,7 @@ mod tests {
     fn cookies_and_trusted_headers_and_anonymous() {
         let by_cookie = ProxyActor {
             source: ActorSource::Cookie("session".into()),
-            anonymous: false,
+            anonymous: None,
         };
         let cookies = [("cookie", "theme=dark; session=s1")];
         assert!(
@@ -110,7 +138,7 @@ mod tests {
         );
         let trusted = ProxyActor {
             source: ActorSource::Trusted(http::HeaderName::from_static("x-user")),
-            anonymous: true,
+            anonymous: Some(Arc::new([http::header::COOKIE])),
         };
         let named = trusted.make_actor(&parts(&[("x-user", "u7")]));
         assert_eq!(named.as_deref(), Some("trusted:u7"));
@@ -118,5 +146,8 @@ mod tests {
             trusted.make_actor(&parts(&[])).as_deref(),
             Some("anonymous")
         );
+        let with_cookie = trusted.make_actor(&parts(&[("cookie", "a=1")])).unwrap();
+        assert!(with_cookie.starts_with("credentials:"), "{with_cookie}");
+        assert!(!with_cookie.contains("a=1"));
     }
 }

@@ -71,7 +71,13 @@ impl<S: Store> ProxyBuilder<S> {
         let shared = Shared {
             actor: ProxyActor {
                 source: self.config.actor.source()?,
-                anonymous: self.config.actor.anonymous,
+                anonymous: self
+                    .config
+                    .actor
+                    .anonymous
+                    .then(|| self.config.actor.credential_headers())
+                    .transpose()?
+                    .map(Into::into),
             },
             retention: self.retention,
             lease: self.lease,

@@ -61,9 +61,16 @@ pub struct ActorConfig {
     /// A header set by a trusted gateway in front, naming the actor as is. Only safe if
     /// clients cannot reach the proxy without passing that gateway.
     pub trusted_header: Option<String>,
-    /// Requests without credentials share one actor, `anonymous`, instead of 401.
+    /// Requests without credentials share one actor, `anonymous`, instead of 401. A request
+    /// with any credential-like header (`Authorization`, `Proxy-Authorization`, `Cookie`
+    /// and [`credential_headers`](Self::credential_headers)) is not anonymous: its actor is
+    /// a digest of those headers.
     #[serde(default)]
     pub anonymous: bool,
+    /// Headers that carry a credential besides `Authorization`, `Proxy-Authorization` and
+    /// `Cookie` (`x-api-key`, ...), so that requests with them never share the anonymous actor.
+    #[serde(default)]
+    pub credential_headers: Vec<String>,
 }
 
 /// How the upstream is called.
@@ -104,6 +111,7 @@ impl ProxyConfig {
     /// builder runs it too: a configuration made in code skips [`FromStr`].
     pub(crate) fn check(&self) -> Result<()> {
         self.routes()?;
+        self.actor.credential_headers()?;
         self.upstream.timeout()?;
         self.derived_key_header()?;
         self.upstream.release_unknown()?;
@@ -260,7 +268,26 @@ pub(crate) enum ActorSource {
     Trusted(HeaderName),
 }
 
+/// The headers that always carry a credential.
+const CREDENTIAL_HEADERS: [HeaderName; 3] = [
+    header::AUTHORIZATION,
+    header::PROXY_AUTHORIZATION,
+    header::COOKIE,
+];
+
 impl ActorConfig {
+    /// The credential-like headers: an anonymous request with any of them is not anonymous.
+    pub(crate) fn credential_headers(&self) -> Result<Vec<HeaderName>> {
+        let mut names = CREDENTIAL_HEADERS.to_vec();
+        for name in &self.credential_headers {
+            let name = header_name(name)?;
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        Ok(names)
+    }
+
     /// The one source configured; several are an error.
     pub(crate) fn source(&self) -> Result<ActorSource> {
         match (&self.header, &self.cookie, &self.trusted_header) {

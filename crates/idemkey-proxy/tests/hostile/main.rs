@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod anonymous;
 mod forwarding;
 
 use axum::Router;
@@ -16,7 +17,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tower::ServiceExt;
 
-const ROUTE: &str = "[[route]]\nmethods = [\"POST\"]\npath = \"/v1/*\"";
+pub(crate) const ROUTE: &str = "[[route]]\nmethods = [\"POST\"]\npath = \"/v1/*\"";
 
 /// What the hostile upstream hides in its chunk, past the 5 bytes its `Content-Length` claims.
 const SMUGGLED: &str = "HTTP/1.1 200 OK\r\ncontent-length: 8\r\n\r\nsmuggled";
