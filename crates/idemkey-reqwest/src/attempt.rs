@@ -14,6 +14,8 @@ use crate::retry_after::retry_after;
 
 /// The answer header that marks a replay.
 const REPLAYED: &str = "idempotent-replayed";
+/// The answer header by which Stripe's API says whether a retry can help.
+const SHOULD_RETRY: &str = "stripe-should-retry";
 
 /// An answer, its body read up to the buffer limit.
 pub(crate) struct Received {
@@ -39,6 +41,7 @@ impl Received {
             problem: self.problem.as_deref(),
             retry_after: headers.contains_key(http::header::RETRY_AFTER),
             replayed: self.replayed(),
+            should_retry: self.should_retry(),
         }
     }
 
@@ -46,6 +49,16 @@ impl Received {
     pub(crate) fn replayed(&self) -> bool {
         let value = self.response.headers().get(REPLAYED);
         value.is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"))
+    }
+
+    /// `Stripe-Should-Retry`: `true` or `false`, else `None`.
+    fn should_retry(&self) -> Option<bool> {
+        let value = self.response.headers().get(SHOULD_RETRY)?.as_bytes();
+        match value {
+            b"true" => Some(true),
+            b"false" => Some(false),
+            _ => None,
+        }
     }
 
     /// The wait the answer asks for.

@@ -1,5 +1,5 @@
-//! The retry table: what one attempt's outcome means for the next. Each row is a test below,
-//! and [docs/client.md](https://docs.rs/idemkey-reqwest) prints the same table.
+//! The retry table: what one attempt's outcome means for the next. Each row is a test below;
+//! the crate's documentation and docs/client.md print the same table.
 
 use http::StatusCode;
 use idemkey_core::ProblemKind;
@@ -30,6 +30,8 @@ pub enum Reason {
     GatewayTimeout,
     /// 500 `outcome-unknown`: the server lost its database's reply; the key settles it.
     OutcomeUnknown,
+    /// The answer says `Stripe-Should-Retry: true`.
+    ServerAsked,
     /// Another 5xx (idemkey releases the claim on one; [`Policy::retry_server_errors`]).
     ///
     /// [`Policy::retry_server_errors`]: crate::Policy::retry_server_errors
@@ -39,7 +41,7 @@ pub enum Reason {
 impl Reason {
     /// The metric label: `connect`, `timeout`, `no-answer`, `cut-off`, `in-flight`,
     /// `too-many-requests`, `bad-gateway`, `unavailable`, `gateway-timeout`,
-    /// `outcome-unknown`, `server-error`.
+    /// `outcome-unknown`, `server-asked`, `server-error`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Connect => "connect",
@@ -52,6 +54,7 @@ impl Reason {
             Self::Unavailable => "unavailable",
             Self::GatewayTimeout => "gateway-timeout",
             Self::OutcomeUnknown => "outcome-unknown",
+            Self::ServerAsked => "server-asked",
             Self::ServerError => "server-error",
         }
     }
@@ -92,6 +95,8 @@ pub(crate) struct Answer<'a> {
     /// The answer carries `Idempotent-Replayed: true`: a stored answer, which the same key
     /// gets again.
     pub(crate) replayed: bool,
+    /// `Stripe-Should-Retry`, the server's own word on whether a retry can help.
+    pub(crate) should_retry: Option<bool>,
 }
 
 /// The row for an attempt that got no answer; `None` means final.
@@ -111,6 +116,11 @@ pub(crate) fn answer(answer: Answer<'_>, server_errors: bool) -> Option<Reason> 
     if answer.replayed {
         return None;
     }
+    match answer.should_retry {
+        Some(true) => return Some(Reason::ServerAsked),
+        Some(false) => return None,
+        None => {}
+    }
     let is = |kind: ProblemKind| answer.problem == Some(kind.slug());
     match answer.status.as_u16() {
         409 if is(ProblemKind::RequestInFlight) || answer.retry_after => Some(Reason::InFlight),
@@ -121,6 +131,8 @@ pub(crate) fn answer(answer: Answer<'_>, server_errors: bool) -> Option<Reason> 
         500 if is(ProblemKind::OutcomeUnknown) => Some(Reason::OutcomeUnknown),
         // Stored and replayed for this key: every retry would get it again.
         500 if is(ProblemKind::PreviousAttemptUnknown) => None,
+        // The server's own failure that a retry cannot mend (problems.md says so).
+        500 if is(ProblemKind::StoreFailed) || is(ProblemKind::NoTransaction) => None,
         500..=599 if server_errors => Some(Reason::ServerError),
         _ => None,
     }
@@ -144,6 +156,7 @@ mod tests {
             problem: None,
             retry_after: false,
             replayed: false,
+            should_retry: None,
         }
     }
 
@@ -259,6 +272,26 @@ mod tests {
     #[test]
     fn a_stored_previous_attempt_unknown_is_final() {
         assert_eq!(retried(problem(500, "previous-attempt-unknown")), None);
+    }
+
+    #[test]
+    fn store_failed_and_no_transaction_are_final() {
+        assert_eq!(retried(problem(500, "store-failed")), None);
+        assert_eq!(retried(problem(500, "no-transaction")), None);
+    }
+
+    #[test]
+    fn stripe_should_retry_is_the_servers_word() {
+        let asked = Answer {
+            should_retry: Some(true),
+            ..status(409)
+        };
+        assert_eq!(retried(asked), Some(Reason::ServerAsked));
+        let refused = Answer {
+            should_retry: Some(false),
+            ..status(503)
+        };
+        assert_eq!(retried(refused), None);
     }
 
     #[test]

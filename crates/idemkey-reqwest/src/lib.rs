@@ -40,8 +40,10 @@
 //! | 409 `request-in-flight` (or any 409 with `Retry-After`) | wait, retry |
 //! | 429, 503 (with or without `Retry-After`), 502, 504 | retry |
 //! | 500 `outcome-unknown` | retry |
-//! | 500 `previous-attempt-unknown`, or any answer with `Idempotent-Replayed: true` | final: the key's stored answer |
+//! | any answer with `Idempotent-Replayed: true`, or 500 `previous-attempt-unknown` | final: the key's stored answer |
+//! | any other answer with `Stripe-Should-Retry: true` / `false` | retry / final: the server's word |
 //! | 422 `key-reused`, 400 `key-missing` / `key-invalid`, every other 4xx | final, never retried |
+//! | 500 `store-failed` or `no-transaction` | final: a failure on the server a retry cannot mend |
 //! | another 5xx | retry ([`Policy::retry_server_errors`], on by default) |
 //! | anything else (1xx, 2xx, 3xx) | final |
 //!

@@ -6,5 +6,6 @@
 
 mod keys;
 mod limits;
+mod metrics;
 mod retries;
 mod support;
