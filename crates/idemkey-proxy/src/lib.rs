@@ -46,6 +46,7 @@ mod forward;
 mod headers;
 mod host;
 mod inbound;
+mod path;
 mod routes;
 mod server;
 mod upstream;

@@ -6,6 +6,7 @@
 
 mod anonymous;
 mod forwarding;
+mod paths;
 
 use axum::Router;
 use axum::body::Body;
