@@ -25,6 +25,9 @@ pub(crate) enum Workload {
     /// In-process: a router with the idempotency layer against the same router without it,
     /// on requests without a key.
     Layer,
+    /// Keyed create through the client middleware (idemkey-reqwest) against plain reqwest
+    /// setting the key itself: what the client half costs a client.
+    Middleware,
     /// All of the above.
     All,
 }
@@ -39,6 +42,7 @@ impl Workload {
             Self::Mixed,
             Self::Ceiling,
             Self::Layer,
+            Self::Middleware,
         ];
         if list.is_empty() {
             return every[..4].to_vec();
@@ -155,7 +159,7 @@ mod tests {
         use Workload::*;
         assert_eq!(Workload::expand(&[]), vec![Create, Replay, Storm, Mixed]);
         assert_eq!(Workload::expand(&[Layer, Create]), vec![Create, Layer]);
-        assert_eq!(Workload::expand(&[All]).len(), 6);
+        assert_eq!(Workload::expand(&[All]).len(), 7);
         assert!(parse_duration("5ms").is_err() && parse_duration("2s").is_ok());
     }
 }

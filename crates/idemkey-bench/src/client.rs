@@ -24,7 +24,8 @@ pub(crate) struct Target {
     /// The service's address.
     pub(crate) addr: SocketAddr,
     host: HeaderValue,
-    bearer: HeaderValue,
+    /// `Bearer TOKEN`.
+    pub(crate) bearer: HeaderValue,
 }
 
 impl Target {

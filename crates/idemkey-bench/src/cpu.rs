@@ -70,6 +70,11 @@ impl AddAssign for Spent {
     }
 }
 
+/// This process's CPU time, every thread: the bench's own, the client side of a workload.
+pub(crate) fn this_process() -> Option<Duration> {
+    process_ticks(std::process::id()).map(ticks)
+}
+
 fn ticks(n: u64) -> Duration {
     Duration::from_micros(n * (1_000_000 / TICKS_PER_SECOND))
 }

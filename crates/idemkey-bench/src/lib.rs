@@ -5,11 +5,12 @@
 //! Every workload compares two things measured against one server in one run, alternating
 //! the two sides in short rounds so that drift hits both: create with a key against create
 //! without one, a replay against a plain GET, a duplicate storm against a burst of distinct
-//! keys and lone requests, the service against the raw two-row transaction (`ceiling`), and
-//! in-process, a router with the layer against the same router without it (`layer`).
+//! keys and lone requests, the service against the raw two-row transaction (`ceiling`),
+//! in-process, a router with the layer against the same router without it (`layer`), and
+//! keyed creates through the client middleware against plain reqwest (`middleware`).
 //!
 //! The files: `args` the command line, `client` one keep-alive connection per worker,
-//! `runner` rounds and workers, `workloads` and `storm` over HTTP, `ceiling` and
+//! `runner` rounds and workers, `workloads`, `storm` and `middleware` over HTTP, `ceiling` and
 //! `layer` without HTTP, `stats` histograms and `cpu` CPU times, `report` tables and
 //! JSON, `server` and `fixture` the service and the database the bench starts and
 //! removes; `limits`, `listing` and `printable` keep a hostile service (`--url`) from
@@ -23,6 +24,7 @@ mod fixture;
 mod layer;
 mod limits;
 mod listing;
+mod middleware;
 mod printable;
 mod report;
 mod runner;
@@ -247,7 +249,12 @@ async fn one(
             ceiling::ceiling(ctx, url, workers).await?
         }
         (Workload::Layer, _) => layer::layer(ctx).await?,
-        (Workload::Storm | Workload::All, _) => bail!("nothing to run for {workload:?}"),
+        (Workload::Middleware, Some(target)) => {
+            middleware::middleware(ctx, target, workers).await?
+        }
+        (Workload::Storm | Workload::Middleware | Workload::All, _) => {
+            bail!("nothing to run for {workload:?}")
+        }
     })
 }
 

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod hostile;
+mod middleware;
 mod runs;
 
 /// The binary under test.
