@@ -1,4 +1,5 @@
-//! [`Proxy`]: its service, its listener with graceful shutdown, and its admin routes.
+//! [`Proxy`]: its service, its listener with graceful shutdown, and its admin routes and
+//! listener.
 
 use std::future::Future;
 use std::time::Duration;
@@ -57,6 +58,23 @@ impl<S: Store> Proxy<S> {
         idemkey_server::serve(listener, app, limits, shutdown).await;
         self.executions.wait().await;
         sweeper.stop().await;
+    }
+
+    /// Serves [`admin`](Self::admin)'s routes on `listener` until `shutdown` completes,
+    /// through the same bounded accept loop as [`serve`](Self::serve) (a header timeout, a
+    /// body timeout and a connection cap of the admin's own, from `limits`): a client that
+    /// sends half a request, or holds idle connections, cannot keep the admin's sockets.
+    pub fn serve_admin<F>(
+        &self,
+        listener: TcpListener,
+        metrics: F,
+        limits: Limits,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> impl Future<Output = ()> + Send + 'static
+    where
+        F: Fn() -> String + Clone + Send + Sync + 'static,
+    {
+        idemkey_server::serve(listener, self.admin(metrics), limits, shutdown)
     }
 
     /// The admin routes, apart from the upstream's paths: `/healthz` (the store answers)

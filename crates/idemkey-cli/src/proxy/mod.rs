@@ -81,15 +81,20 @@ impl Start {
             admin_listener.local_addr()?,
         );
         let metrics = self.metrics;
-        let admin = proxy.admin(move || metrics.render());
-        let admin = tokio::spawn(async move {
-            let serving = axum::serve(admin_listener, admin)
-                .with_graceful_shutdown(idemkey_server::shutdown());
-            if let Err(error) = serving.await {
-                tracing::error!(%error, "admin listener failed");
-            }
-        });
         let limits = self.args.connections.limits();
+        // The admin's sockets are bounded like the main port's, with a cap of their own:
+        // health checks and scrapers need few, and never the main port's file descriptors.
+        let admin_cap = self
+            .args
+            .connections
+            .max_connections
+            .min(ADMIN_MAX_CONNECTIONS);
+        let admin = tokio::spawn(proxy.serve_admin(
+            admin_listener,
+            move || metrics.render(),
+            limits.max_connections(admin_cap as usize),
+            idemkey_server::shutdown(),
+        ));
         proxy
             .serve(listener, limits, idemkey_server::shutdown())
             .await;
@@ -98,6 +103,9 @@ impl Start {
         Ok(())
     }
 }
+
+/// The most connections the admin listener holds at once.
+const ADMIN_MAX_CONNECTIONS: u32 = 64;
 
 fn announce(upstream: &Upstream, database_url: &str, addr: SocketAddr, admin: SocketAddr) {
     let mut out = std::io::stdout().lock();

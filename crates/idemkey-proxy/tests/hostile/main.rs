@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod admin;
 mod anonymous;
 mod forwarding;
 mod paths;
