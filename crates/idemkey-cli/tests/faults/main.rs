@@ -8,6 +8,8 @@
 
 mod app;
 mod campaign;
+mod client;
+mod client_send;
 mod crash;
 mod disk;
 mod pg_dropped;
