@@ -6,7 +6,7 @@ use std::time::Duration;
 use idemkey_core::Store;
 use idemkey_tower::Executions;
 
-use crate::actor::ProxyActor;
+use crate::actor::{ActorKey, ProxyActor};
 use crate::config::ProxyConfig;
 use crate::error::Result;
 use crate::forward::Forward;
@@ -68,8 +68,15 @@ impl<S: Store> ProxyBuilder<S> {
     pub fn build(self) -> Result<Proxy<S>> {
         self.config.check()?;
         let executions = Executions::new();
+        // Keyed by the configured secret if any, else by the store's, loaded by the first
+        // request that needs it.
+        let key = ActorKey::default();
+        if let Some(secret) = self.secret.as_ref().filter(|secret| !secret.is_empty()) {
+            key.set_from(secret);
+        }
         let shared = Shared {
             actor: ProxyActor {
+                key,
                 source: self.config.actor.source()?,
                 anonymous: self
                     .config

@@ -41,6 +41,7 @@
 mod actor;
 mod builder;
 mod config;
+mod earlier;
 mod error;
 mod forward;
 mod headers;

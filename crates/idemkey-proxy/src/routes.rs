@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use futures_util::future::Either;
 use http::request::Parts;
 use http::{Request, Response};
 use idemkey_core::{Operation, Store};
@@ -17,7 +16,7 @@ use tower::{Layer, ServiceExt};
 use crate::actor::ProxyActor;
 use crate::config::Route;
 use crate::forward::{Forward, bad_target};
-use crate::inbound;
+use crate::{earlier, inbound};
 
 /// What the proxy serves: one boxed service for every request, recorded or not.
 pub type ProxyService = BoxCloneSyncService<Request<Body>, Response<Body>, Infallible>;
@@ -31,9 +30,9 @@ pub(crate) struct Shared {
     pub(crate) executions: Executions,
 }
 
-/// The operation of a proxied request: its method and path as sent (no route templates are
-/// known). The version is fixed: the upstream's own versions are not visible here.
-fn operation(parts: &Parts) -> Operation {
+/// The operation of a proxied request: its method and normalised path (no route templates
+/// are known). The version is fixed: the upstream's own versions are not visible here.
+pub(crate) fn operation_of(parts: &Parts) -> Operation {
     Operation::new(format!("{} {}", parts.method, parts.uri.path()), "proxy")
 }
 
@@ -42,7 +41,7 @@ fn config(route: &Route, shared: &Shared) -> Config {
         .methods(route.methods.clone())
         .require_key(route.require_key)
         .actor(shared.actor.clone())
-        .operation(operation)
+        .operation(operation_of)
         .retention(shared.retention)
         .lease(shared.lease);
     if let Some(status) = route.mismatch_status {
@@ -82,15 +81,26 @@ pub(crate) fn service<S: Store>(
             .collect(),
     );
     let unrecorded = BoxCloneSyncService::new(forward);
+    let store = store.clone();
+    let actor = shared.actor.clone();
     BoxCloneSyncService::new(tower::service_fn(move |request: Request<Body>| {
-        let request = match inbound::admit(request) {
-            Ok(request) => request,
-            Err(why) => return Either::Left(std::future::ready(Ok(bad_target(why)))),
-        };
-        let chosen = covered
-            .iter()
-            .find(|(route, _)| route.matches(request.method(), request.uri().path()))
-            .map_or_else(|| unrecorded.clone(), |(_, service)| service.clone());
-        Either::Right(chosen.oneshot(request))
+        let (covered, unrecorded) = (covered.clone(), unrecorded.clone());
+        let (store, actor) = (store.clone(), actor.clone());
+        async move {
+            let mut request = match inbound::admit(request) {
+                Ok(request) => request,
+                Err(why) => return Ok(bad_target(why)),
+            };
+            let route = covered
+                .iter()
+                .find(|(route, _)| route.matches(request.method(), request.uri().path()));
+            let Some((_, recorded)) = route else {
+                return unrecorded.oneshot(request).await;
+            };
+            if let Err(refused) = earlier::ready(&store, &actor, &mut request).await {
+                return Ok(refused);
+            }
+            recorded.clone().oneshot(request).await
+        }
     }))
 }

@@ -58,8 +58,9 @@ pub(crate) struct ProxyArgs {
     /// claims block retries (409) this long, e.g. `30s`.
     #[arg(long, env = "IDEMKEY_LEASE", default_value = "30s", value_parser = parse_lease)]
     pub(crate) lease: Duration,
-    /// The secret behind derived keys. Unset, the store's own is used: made once and kept in
-    /// the database, so the same for every proxy and restart.
+    /// The secret behind derived keys and actor digests. Unset, the store's own is used: made
+    /// once and kept in the database, so the same for every proxy and restart. Changing it
+    /// changes every actor: earlier records no longer match.
     #[arg(long, env = "IDEMKEY_SECRET", hide_env_values = true, value_parser = parse_secret)]
     pub(crate) secret: Option<String>,
     /// Where your API documents problem types: each `type` is this URL followed by the slug.

@@ -7,6 +7,7 @@
 mod admin;
 mod anonymous;
 mod forwarding;
+mod keyed;
 mod paths;
 
 use axum::Router;
