@@ -67,6 +67,7 @@ pub(crate) async fn layer(ctx: &Ctx) -> anyhow::Result<(WorkloadReport, Vec<Rati
     match Database::open(url, true).await? {
         Database::Sqlite(store) => pairs(ctx, store).await,
         Database::Postgres(store) => pairs(ctx, store).await,
+        Database::Mysql(store) => pairs(ctx, store).await,
     }
 }
 

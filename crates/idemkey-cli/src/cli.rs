@@ -89,7 +89,7 @@ impl Command {
 /// Where the records are.
 #[derive(Debug, Args)]
 pub(crate) struct DatabaseArgs {
-    /// `sqlite://FILE` or `postgres://...`.
+    /// `sqlite://FILE`, `postgres://...` or `mysql://...` (MySQL 8 or MariaDB).
     #[arg(
         long,
         env = "IDEMKEY_DATABASE_URL",

@@ -38,6 +38,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     match Database::open(&args.database.database_url, true).await? {
         Database::Sqlite(store) => serve(store, records, config, &args).await?,
         Database::Postgres(store) => serve(store, records, config, &args).await?,
+        Database::Mysql(store) => serve(store, records, config, &args).await?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,10 +1,10 @@
-//! The `notes` table, on SQLite or PostgreSQL.
+//! The `notes` table, on SQLite, PostgreSQL or MySQL.
 
 use std::future::Future;
 
 use idemkey_sqlx::Backend;
 use serde::Serialize;
-use sqlx::{Pool, Postgres, Sqlite};
+use sqlx::{MySql, Pool, Postgres, Sqlite};
 
 /// A note, as stored and as returned.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, sqlx::FromRow, utoipa::ToSchema)]
@@ -142,6 +142,93 @@ macro_rules! notes_db {
 
 notes_db!(Sqlite, "./migrations/sqlite");
 notes_db!(Postgres, "./migrations/postgres");
+
+// MySQL's own statements: `?` placeholders, and no `ON CONFLICT ... RETURNING`.
+const MY_INSERT: &str = "INSERT INTO notes (id, actor, title, created_at) VALUES (?, ?, ?, ?)";
+const MY_GET: &str = "SELECT id, title, created_at FROM notes WHERE actor = ? AND id = ?";
+const MY_LIST: &str =
+    "SELECT id, title, created_at FROM notes WHERE actor = ? ORDER BY created_at, id";
+
+impl NotesDb for MySql {
+    async fn migrate_notes(pool: &Pool<Self>) -> Result<(), sqlx::Error> {
+        migrator(sqlx::migrate!("./migrations/mysql"))
+            .run(pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn ping(pool: &Pool<Self>) -> Result<(), sqlx::Error> {
+        sqlx::query("SELECT 1").execute(pool).await.map(|_| ())
+    }
+
+    async fn insert_note(
+        conn: &mut Self::Connection,
+        actor: &str,
+        note: &Note,
+    ) -> Result<(), sqlx::Error> {
+        my_insert(conn, actor, note).await
+    }
+
+    async fn insert_note_once(
+        conn: &mut Self::Connection,
+        actor: &str,
+        note: &Note,
+    ) -> Result<Note, sqlx::Error> {
+        match my_insert(&mut *conn, actor, note).await {
+            Ok(()) => return Ok(note.clone()),
+            // A re-execution: the first execution's note.
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {}
+            Err(error) => return Err(error),
+        }
+        my_get_on(conn, actor, &note.id)
+            .await?
+            .ok_or(sqlx::Error::RowNotFound)
+    }
+
+    async fn get_note(
+        pool: &Pool<Self>,
+        actor: &str,
+        id: &str,
+    ) -> Result<Option<Note>, sqlx::Error> {
+        sqlx::query_as(MY_GET)
+            .bind(actor)
+            .bind(id)
+            .fetch_optional(pool)
+            .await
+    }
+
+    async fn list_notes(pool: &Pool<Self>, actor: &str) -> Result<Vec<Note>, sqlx::Error> {
+        sqlx::query_as(MY_LIST).bind(actor).fetch_all(pool).await
+    }
+}
+
+async fn my_insert(
+    conn: &mut sqlx::MySqlConnection,
+    actor: &str,
+    note: &Note,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(MY_INSERT)
+        .bind(&note.id)
+        .bind(actor)
+        .bind(&note.title)
+        .bind(&note.created_at)
+        .execute(conn)
+        .await
+        .map(|_| ())
+}
+
+/// The note a re-execution finds, on the connection it inserted on.
+async fn my_get_on(
+    conn: &mut sqlx::MySqlConnection,
+    actor: &str,
+    id: &str,
+) -> Result<Option<Note>, sqlx::Error> {
+    sqlx::query_as(MY_GET)
+        .bind(actor)
+        .bind(id)
+        .fetch_optional(conn)
+        .await
+}
 
 #[cfg(test)]
 mod tests {

@@ -1,15 +1,15 @@
-//! The store a URL names: a database (SQLite or PostgreSQL), or idempotency records in Redis
+//! The store a URL names: a database (SQLite, PostgreSQL, MySQL), or idempotency records in Redis
 //! or Valkey. The one place that reads a URL's scheme, for every command that opens a store.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use idemkey_sqlx::{PgStore, SqliteStore};
+use idemkey_sqlx::{MySqlStore, PgStore, SqliteStore};
 
 use crate::error::{Error, Result};
 use crate::redact::redact;
 
-/// A store on one of the two database backends. Exhaustive on purpose: the commands match
+/// A store on one of the database backends. Exhaustive on purpose: the commands match
 /// on it to run generic code on the concrete store, and a new backend must reach each one.
 #[derive(Clone, Debug)]
 pub enum Database {
@@ -17,10 +17,18 @@ pub enum Database {
     Sqlite(SqliteStore),
     /// `postgres://...` or `postgresql://...`.
     Postgres(PgStore),
+    /// `mysql://...` or `mariadb://...`: MySQL 8 or MariaDB.
+    Mysql(MySqlStore),
 }
 
-/// Whether a database URL names PostgreSQL (`true`) or SQLite (`false`); any other scheme
-/// is an error.
+/// Whether a database URL names MySQL or MariaDB (`mysql://`, or `mariadb://`, which is
+/// opened as `mysql://`).
+pub fn is_mysql(url: &str) -> bool {
+    url.starts_with("mysql://") || url.starts_with("mariadb://")
+}
+
+/// Whether a database URL names PostgreSQL (`true`) or SQLite (`false`); any other scheme,
+/// MySQL's included (see [`is_mysql`]), is an error.
 pub fn is_postgres(url: &str) -> Result<bool> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         Ok(true)
@@ -39,6 +47,11 @@ impl Database {
             url: redact(url),
             source,
         };
+        if is_mysql(url) {
+            let url = url.replacen("mariadb://", "mysql://", 1);
+            let store = MySqlStore::connect(&url).await.map_err(failed)?;
+            return Ok(Self::Mysql(store));
+        }
         if is_postgres(url)? {
             let store = PgStore::connect(url).await.map_err(failed)?;
             return Ok(Self::Postgres(store));
@@ -151,6 +164,8 @@ mod tests {
         assert!(is_postgres("postgres://u@h/db").unwrap());
         assert!(!is_postgres("sqlite://x.db").unwrap());
         assert!(is_postgres("mysql://x").is_err());
+        assert!(is_mysql("mysql://u@h/db") && is_mysql("mariadb://u@h/db"));
+        assert!(!is_mysql("postgres://h/db") && !is_mysql("sqlite://mysql.db"));
         assert!(is_redis("redis+cluster://a:1,b:2") && !is_redis("postgres://h/db"));
     }
 }

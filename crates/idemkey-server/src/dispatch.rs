@@ -14,6 +14,7 @@ macro_rules! on_backend {
         match $database {
             Database::Sqlite($store) => $call,
             Database::Postgres($store) => $call,
+            Database::Mysql($store) => $call,
         }
     };
 }

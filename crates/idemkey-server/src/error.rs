@@ -7,8 +7,8 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The database URL is neither SQLite's nor PostgreSQL's.
-    #[error("unsupported database URL {url}: use sqlite://FILE or postgres://...")]
+    /// The database URL is not SQLite's, PostgreSQL's or MySQL's.
+    #[error("unsupported database URL {url}: use sqlite://FILE, postgres://... or mysql://...")]
     UnsupportedDatabase {
         /// The URL, redacted.
         url: String,

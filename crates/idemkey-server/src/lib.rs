@@ -32,7 +32,8 @@ mod redact;
 mod signals;
 
 pub use database::{
-    Database, REPLAY_CACHE_BYTES, RedisRecords, RedisSetup, is_postgres, is_redis, open_redis,
+    Database, REPLAY_CACHE_BYTES, RedisRecords, RedisSetup, is_mysql, is_postgres, is_redis,
+    open_redis,
 };
 pub use error::{Error, Result};
 pub use listen::{Limits, serve};

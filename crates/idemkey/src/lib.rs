@@ -155,15 +155,20 @@ pub mod tower {
     pub use idemkey_tower::*;
 }
 
-#[cfg(all(feature = "axum", any(feature = "sqlite", feature = "postgres")))]
+#[cfg(all(
+    feature = "axum",
+    any(feature = "sqlite", feature = "postgres", feature = "mysql")
+))]
 pub use idemkey_tower::atomic;
 
 /// The SQL stores and atomic mode without the layer (`idemkey-sqlx`).
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 pub mod sql {
     pub use idemkey_sqlx::*;
 }
 
+#[cfg(feature = "mysql")]
+pub use idemkey_sqlx::MySqlStore;
 #[cfg(feature = "postgres")]
 pub use idemkey_sqlx::PgStore;
 #[cfg(feature = "sqlite")]
@@ -180,5 +185,5 @@ pub use idemkey_redis::RedisStore;
 #[cfg(feature = "client")]
 pub use idemkey_reqwest as client;
 /// The sqlx version the stores are built on, for the handler's own queries.
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 pub use sqlx;
