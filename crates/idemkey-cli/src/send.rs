@@ -180,11 +180,9 @@ impl SendArgs {
     }
 }
 
-/// The client: https through rustls with ring, redirects not followed (as curl without
-/// `-L`: a redirected POST is not the request the script sent).
+/// The client: https through the system's TLS library, redirects not followed (as curl
+/// without `-L`: a redirected POST is not the request the script sent).
 fn client(args: &SendArgs) -> Result<ClientWithMiddleware, String> {
-    // reqwest is built without a provider of its own; another install (none here) is as good.
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()

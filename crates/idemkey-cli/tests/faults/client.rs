@@ -170,9 +170,6 @@ pub(crate) async fn run(
     plan: Plan,
     sender: impl FnOnce(SocketAddr, usize) -> Sender,
 ) {
-    // This package's reqwest has `rustls-no-provider` (for `idemkey send`): a client can be
-    // built only once a provider is installed.
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(setup, dir.path()).await;
     let relay = Arc::new(LossyRelay::start(server.addr(), FAULTS).await);
