@@ -4,6 +4,7 @@
 //! the upstream's base.
 
 use axum::body::Body;
+use axum::extract::OriginalUri;
 use http::header::HOST;
 use http::uri::PathAndQuery;
 use http::{Request, Uri};
@@ -15,7 +16,13 @@ use crate::{host, path};
 /// malformed, or its path cannot be normalised safely.
 pub(crate) fn admit(mut request: Request<Body>) -> Result<Request<Body>, &'static str> {
     let seen = host::seen(&request).map_err(host::BadHost::detail)?;
-    *request.uri_mut() = normalised(request.uri())?;
+    let uri = normalised(request.uri())?;
+    // The layer fingerprints the URI the router noted as sent: the normalised one, so that
+    // a retry spelled otherwise is the same request.
+    if let Some(original) = request.extensions_mut().get_mut::<OriginalUri>() {
+        original.0 = uri.clone();
+    }
+    *request.uri_mut() = uri;
     let headers = request.headers_mut();
     headers.remove(HOST);
     if let Some(host) = seen {

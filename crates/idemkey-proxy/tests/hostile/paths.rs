@@ -110,3 +110,33 @@ async fn a_path_never_leaves_the_upstreams_base() {
         assert_eq!(last, forwarded, "{target}");
     }
 }
+
+/// Through the proxy's own listener, where the router notes the URI as sent: the record's
+/// fingerprint is of the normalised path too, so a retry spelled otherwise is the same
+/// request, replayed.
+#[tokio::test]
+async fn a_retry_spelled_otherwise_is_the_same_request() {
+    use tokio::io::AsyncWriteExt;
+
+    let (upstream, seen) = noting_upstream("").await;
+    let proxy = crate::serve(upstream).await;
+    let mut answers = Vec::new();
+    for target in ["/v1/items", "/v1//items", "/v1/./%69tems"] {
+        let mut client = tokio::net::TcpStream::connect(proxy).await.unwrap();
+        let request = format!(
+            "POST {target} HTTP/1.1\r\nhost: proxy\r\nauthorization: Bearer alice\r\n\
+             idempotency-key: k1\r\ncontent-length: 2\r\n\r\n{{}}"
+        );
+        client.write_all(request.as_bytes()).await.unwrap();
+        let (head, _) = crate::read_message(&mut client, &mut Vec::new())
+            .await
+            .unwrap();
+        answers.push(head);
+    }
+    assert!(answers[0].starts_with("HTTP/1.1 201"), "{}", answers[0]);
+    for retry in &answers[1..] {
+        assert!(retry.starts_with("HTTP/1.1 201"), "{retry}");
+        assert!(retry.contains("idempotent-replayed: true"), "{retry}");
+    }
+    assert_eq!(seen.lock().unwrap().len(), 1);
+}
