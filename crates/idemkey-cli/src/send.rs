@@ -300,7 +300,7 @@ fn version(version: Version) -> &'static str {
 
 /// Logs on stderr only when `RUST_LOG` asks, so that a script's stderr holds the key and
 /// errors alone. Each attempt is a span (`idemkey.attempt`: attempt, key, status, retry),
-/// logged as it closes: `RUST_LOG=idemkey_reqwest=info` prints one line per attempt.
+/// logged as it closes: `RUST_LOG=idemkey_reqwest=debug` prints one line per attempt.
 fn init_logs() {
     let Ok(filter) = tracing_subscriber::EnvFilter::try_from_default_env() else {
         return;

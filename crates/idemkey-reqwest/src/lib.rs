@@ -69,7 +69,7 @@
 //!
 //! Every answer the middleware hands on carries a [`Delivery`] in its extensions: the key,
 //! the attempts made, and whether the answer was a replay. Each attempt runs in a tracing
-//! span `idemkey.attempt` (attempt, method, host, key, status, retry), and the `metrics`
+//! span `idemkey.attempt` at DEBUG (attempt, method, host, key, status, retry), and the `metrics`
 //! facade counts `idemkey_client_attempts_total`, `idemkey_client_retries_total{reason}` and
 //! `idemkey_client_give_ups_total{reason, limit}`.
 

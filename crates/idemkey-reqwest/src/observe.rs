@@ -12,9 +12,10 @@ pub(crate) const RETRIES: &str = "idemkey_client_retries_total";
 /// Requests given up, by `reason`: out of attempts, out of time, or a stream body.
 pub(crate) const GIVE_UPS: &str = "idemkey_client_give_ups_total";
 
-/// The span of one attempt. The URL's host only: paths and queries may hold secrets.
+/// The span of one attempt, at DEBUG: an application tracing at INFO pays nothing for it on
+/// each request. The URL's host only: paths and queries may hold secrets.
 pub(crate) fn attempt_span(method: &Method, url: &Url, key: Option<&str>, attempt: u32) -> Span {
-    tracing::info_span!(
+    tracing::debug_span!(
         "idemkey.attempt",
         attempt,
         method = %method,
