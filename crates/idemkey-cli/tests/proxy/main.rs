@@ -114,17 +114,19 @@ async fn the_seed_cases_through_the_proxy() {
         stats["derived_keys"][4].is_null(),
         "an unrecorded request has no derived key"
     );
-    // 6. `idemkey forget` deletes the record (actor: the digest kept in the table;
-    // operation: the method and path): the key executes again.
+    // 6. `idemkey forget` deletes the record (actor: the digest kept in the table, keyed so
+    // that only the table tells alice's from bob's: hers was made first; operation: the
+    // method and path): the key executes again.
     let db = app._dir.path().join("proxy.db");
     let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", db.display()))
         .await
         .unwrap();
-    let actor: String =
-        sqlx::query_scalar("SELECT actor FROM idemkey_records WHERE idem_key = 'k1' LIMIT 1")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
+    let actor: String = sqlx::query_scalar(
+        "SELECT actor FROM idemkey_records WHERE idem_key = 'k1' ORDER BY rowid LIMIT 1",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
     pool.close().await;
     let forgot = std::process::Command::new(IDEMKEY)
         .args([
