@@ -63,7 +63,7 @@ pub struct ActorConfig {
     pub trusted_header: Option<String>,
     /// Requests without credentials share one actor, `anonymous`, instead of 401. A request
     /// with any credential-like header (`Authorization`, `Proxy-Authorization`, `Cookie`
-    /// and [`credential_headers`](Self::credential_headers)) is not anonymous: its actor is
+    /// and the `credential_headers` below) is not anonymous: its actor is
     /// a digest of those headers.
     #[serde(default)]
     pub anonymous: bool,
