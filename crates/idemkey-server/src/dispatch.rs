@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use idemkey_core::{Claim, ClaimRequest, Record, Result, Scope, Store, StoredResponse, TryClaim};
+use idemkey_core::{
+    ActorForgotten, Claim, ClaimRequest, Record, Result, Scope, Store, StoredResponse, TryClaim,
+};
 
 use crate::database::Database;
 
@@ -50,6 +52,10 @@ impl Store for Database {
 
     async fn forget(&self, scope: &Scope) -> Result<bool> {
         on_backend!(self, store => store.forget(scope).await)
+    }
+
+    async fn forget_actor(&self, actor: &str) -> Result<ActorForgotten> {
+        on_backend!(self, store => store.forget_actor(actor).await)
     }
 
     async fn sweep(&self, batch: u32) -> Result<u64> {
