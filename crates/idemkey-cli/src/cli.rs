@@ -292,6 +292,11 @@ pub(crate) struct ConnectionArgs {
     #[arg(long, env = "IDEMKEY_BODY_TIMEOUT", default_value = "10s", value_parser = parse_timeout,
         hide_short_help = true)]
     pub(crate) body_timeout: Duration,
+    /// How long a whole request body may take from the end of its headers, however steadily
+    /// it trickles; past it the request is answered 408 and its connection closed, e.g. `60s`.
+    #[arg(long, env = "IDEMKEY_BODY_DEADLINE", default_value = "60s",
+        value_parser = parse_body_deadline, hide_short_help = true)]
+    pub(crate) body_deadline: Duration,
     /// Connections open at once; more wait to be accepted.
     #[arg(long, env = "IDEMKEY_MAX_CONNECTIONS", default_value_t = 1024,
         value_parser = clap::value_parser!(u32).range(1..=1_000_000), hide_short_help = true)]
@@ -304,6 +309,7 @@ impl ConnectionArgs {
         idemkey_server::Limits::default()
             .header_read_timeout(self.header_timeout)
             .body_timeout(self.body_timeout)
+            .body_deadline(self.body_deadline)
             .max_connections(usize::try_from(self.max_connections).unwrap_or(usize::MAX))
     }
 }
@@ -351,6 +357,15 @@ pub(crate) fn parse_timeout(value: &str) -> Result<Duration, String> {
         Duration::from_millis(100),
         "a timeout must be at least 100ms",
         "10s, 1500ms",
+    )
+}
+
+fn parse_body_deadline(value: &str) -> Result<Duration, String> {
+    duration_at_least(
+        value,
+        Duration::from_millis(100),
+        "a body deadline must be at least 100ms",
+        "60s, 1500ms",
     )
 }
 
