@@ -188,6 +188,8 @@ where
     }
 }
 
+// By value: it is the `map_err` callback of every parse below.
+#[allow(clippy::needless_pass_by_value)]
 fn corrupt(error: redis::ParsingError) -> Error {
     Error::Backend(format!("unexpected reply from Redis: {error}").into())
 }
