@@ -35,6 +35,11 @@ impl Keys {
         format!("{}:{{{}}}", self.prefix, hex::encode(digest(scope)))
     }
 
+    /// `{prefix}:owner:<hex id>`: an owner's heartbeat, present while the owner is alive.
+    pub(crate) fn owner(&self, owner: idemkey_core::OwnerId) -> String {
+        format!("{}:owner:{}", self.prefix, hex::encode(owner.as_bytes()))
+    }
+
     /// `{prefix}:secret`: the derived-key secret, kept apart from every record.
     pub(crate) fn secret(&self) -> String {
         format!("{}:secret", self.prefix)

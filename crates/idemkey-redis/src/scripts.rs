@@ -19,6 +19,8 @@ pub(crate) struct Scripts {
     pub(crate) discard: Script,
     pub(crate) extend: Script,
     pub(crate) forget: Script,
+    /// An owner's heartbeat (behaviour §8a).
+    pub(crate) beat: Script,
 }
 
 const COMMON: &str = include_str!("../lua/common.lua");
@@ -40,6 +42,7 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     discard: script("", include_str!("../lua/discard.lua")),
     extend: script("", include_str!("../lua/extend.lua")),
     forget: script("", include_str!("../lua/forget.lua")),
+    beat: script("", include_str!("../lua/beat.lua")),
 });
 
 /// The scripts, hashed once per process.
