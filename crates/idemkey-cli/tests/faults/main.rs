@@ -12,6 +12,7 @@ mod client;
 mod client_send;
 mod crash;
 mod disk;
+mod owner_grace;
 mod pg_dropped;
 mod pg_lost_reply;
 mod pg_restart;
