@@ -215,7 +215,7 @@ pub(crate) struct ServeArgs {
     /// is this old, the process's claims may be taken over, so a retry of a request whose
     /// process died is executed after about this long, not after the lease. A live process
     /// stalled longer loses its claims. `off`: the lease alone. E.g. `2s`, `500ms`.
-    #[arg(long, env = "IDEMKEY_OWNER_GRACE", default_value = "2s", value_parser = parse_owner_grace,
+    #[arg(long, env = "IDEMKEY_OWNER_GRACE", default_value = "1s", value_parser = parse_owner_grace,
         hide_short_help = true)]
     pub(crate) owner_grace: OwnerGrace,
 }

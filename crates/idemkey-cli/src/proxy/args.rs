@@ -64,7 +64,7 @@ pub(crate) struct ProxyArgs {
     /// may be taken over, so a retry of a request whose proxy died is forwarded again after
     /// about this long, not after the lease. A live proxy stalled longer loses its claims.
     /// `off`: the lease alone. E.g. `2s`, `500ms`.
-    #[arg(long, env = "IDEMKEY_OWNER_GRACE", default_value = "2s", value_parser = parse_owner_grace)]
+    #[arg(long, env = "IDEMKEY_OWNER_GRACE", default_value = "1s", value_parser = parse_owner_grace)]
     pub(crate) owner_grace: OwnerGrace,
     /// The secret behind derived keys and actor digests. Unset, the store's own is used: made
     /// once and kept in the database, so the same for every proxy and restart. Changing it
