@@ -3,10 +3,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use idemkey_core::Store;
+use idemkey_core::{ActorCaps, Store};
 use idemkey_tower::{Executions, OwnerHeartbeat};
 
 use crate::actor::{ActorKey, ProxyActor};
+use crate::caps::CapStore;
 use crate::config::ProxyConfig;
 use crate::error::Result;
 use crate::forward::Forward;
@@ -25,6 +26,7 @@ pub struct ProxyBuilder<S> {
     lease: Duration,
     owner_grace: Option<Duration>,
     secret: Option<Arc<[u8]>>,
+    caps: Option<ActorCaps>,
 }
 
 impl<S: Store> ProxyBuilder<S> {
@@ -37,6 +39,7 @@ impl<S: Store> ProxyBuilder<S> {
             lease: Duration::from_secs(30),
             owner_grace: None,
             secret: None,
+            caps: None,
         }
     }
 
@@ -75,9 +78,29 @@ impl<S: Store> ProxyBuilder<S> {
         self
     }
 
-    /// The proxy, or the first configuration value that does not parse or is refused.
+    /// Per-actor caps on live records and stored bytes (behaviour [§11](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#11-security)), in place of
+    /// the configuration's `max_records_per_actor` and `max_bytes_per_actor`. None by
+    /// default. A request of an actor at a cap that would create a record is answered 429
+    /// `actor-cap-reached` with `Retry-After` and never forwarded; a retry of a stored key
+    /// still replays. Every actor counts: each credential's digest, a trusted gateway's
+    /// name, and the one `anonymous` actor that requests without credentials share.
+    pub fn actor_caps(mut self, caps: ActorCaps) -> Self {
+        self.caps = Some(caps);
+        self
+    }
+}
+
+impl<S: CapStore> ProxyBuilder<S> {
+    /// The proxy, or the first configuration value that does not parse or is refused
+    /// (per-actor caps included: [`crate::Error::CapsUnsupported`] from a store that cannot
+    /// keep them).
     pub fn build(self) -> Result<Proxy<S>> {
         self.config.check()?;
+        let caps = match self.caps {
+            Some(caps) => caps,
+            None => self.config.actor_caps()?,
+        };
+        let store = self.store.with_caps(caps)?;
         let executions = Executions::new();
         // Keyed by the configured secret if any, else by the store's, loaded by the first
         // request that needs it.
@@ -109,9 +132,9 @@ impl<S: Store> ProxyBuilder<S> {
             self.config.derived_key_header()?,
             self.config.upstream.release_unknown()?,
         );
-        let service = routes::service(&self.store, &self.config.routes()?, &shared, forward);
+        let service = routes::service(&store, &self.config.routes()?, &shared, forward);
         Ok(Proxy {
-            store: self.store,
+            store,
             service,
             executions,
             retention: self.retention,

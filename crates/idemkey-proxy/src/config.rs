@@ -10,12 +10,24 @@ use std::time::Duration;
 use http::{HeaderName, Method, StatusCode, header};
 use serde::Deserialize;
 
+use crate::caps::{CapValue, actor_caps};
 use crate::error::{Error, Result};
 
 /// The whole file. `Default` is an empty file.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProxyConfig {
+    /// Most live records one actor may hold (`unlimited` for none); a request that would
+    /// create one more is answered 429 `actor-cap-reached`, never forwarded. Unset: none,
+    /// unless [`crate::ProxyBuilder::actor_caps`] says otherwise (`idemkey proxy` has a
+    /// default).
+    #[serde(default)]
+    pub max_records_per_actor: Option<CapValue>,
+    /// Most bytes of stored answers one actor may hold (`64MiB`, `500KiB`, `1000000`,
+    /// `unlimited`); past it, new keys are answered 429 `actor-cap-reached`. Unset: none, as
+    /// above.
+    #[serde(default)]
+    pub max_bytes_per_actor: Option<CapValue>,
     /// The covered routes, first match wins. None: POST and PATCH on every path, key optional.
     #[serde(default, rename = "route")]
     pub routes: Vec<RouteConfig>,
@@ -115,7 +127,16 @@ impl ProxyConfig {
         self.upstream.timeout()?;
         self.derived_key_header()?;
         self.upstream.release_unknown()?;
+        self.actor_caps()?;
         Ok(())
+    }
+
+    /// The per-actor caps the file sets; none where it sets none.
+    pub fn actor_caps(&self) -> Result<idemkey_core::ActorCaps> {
+        actor_caps(
+            self.max_records_per_actor.as_ref(),
+            self.max_bytes_per_actor.as_ref(),
+        )
     }
 
     /// The routes, or the default one. A method and pattern covered twice is refused: first
@@ -443,6 +464,11 @@ mod tests {
             "[actor]\nheader = \"a\"\ncookie = \"b\"",
             "[upstream]\nunknown_outcome = \"maybe\"",
             "[upstream]\nbogus = 1",
+            "max_records_per_actor = 0",
+            "max_records_per_actor = -3",
+            "max_records_per_actor = \"many\"",
+            "max_bytes_per_actor = \"64MB\"",
+            "max_bytes_per_actor = 0",
         ] {
             assert!(parse(bad).is_err(), "{bad}");
         }
@@ -450,6 +476,25 @@ mod tests {
 
     fn refusal(text: &str) -> String {
         parse(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn per_actor_caps_are_read_at_the_top_of_the_file() {
+        let caps = parse("max_records_per_actor = 100\nmax_bytes_per_actor = \"1MiB\"\n[[route]]")
+            .unwrap()
+            .actor_caps()
+            .unwrap();
+        assert_eq!(
+            caps,
+            idemkey_core::ActorCaps::new()
+                .max_records(100)
+                .max_bytes(1 << 20)
+        );
+        let off = "max_records_per_actor = \"unlimited\"\nmax_bytes_per_actor = \"unlimited\"";
+        assert!(parse(off).unwrap().actor_caps().unwrap().is_unlimited());
+        assert!(parse("").unwrap().actor_caps().unwrap().is_unlimited());
+        let message = refusal("max_bytes_per_actor = \"lots\"");
+        assert!(message.contains("max_bytes_per_actor"), "{message}");
     }
 
     #[test]

@@ -104,6 +104,22 @@ pub enum Error {
         /// The path pattern, as written.
         path: String,
     },
+    /// A per-actor cap is neither a whole number of at least 1 (for bytes, also a size such
+    /// as `64MiB`) nor `unlimited`.
+    #[error(
+        "{key} must be a whole number of at least 1 (bytes also 500KiB, 64MiB, 1GiB) or \"unlimited\": {value:?}"
+    )]
+    ActorCap {
+        /// The setting.
+        key: &'static str,
+        /// The value given.
+        value: String,
+    },
+    /// Per-actor caps are set, and the store cannot hold actors to them.
+    #[error(
+        "this store cannot hold actors to per-actor caps: set max_records_per_actor and max_bytes_per_actor to \"unlimited\", or use a store that can"
+    )]
+    CapsUnsupported,
 }
 
 /// A result with this crate's [`Error`].

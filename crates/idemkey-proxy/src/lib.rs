@@ -40,6 +40,7 @@
 
 mod actor;
 mod builder;
+mod caps;
 mod config;
 mod earlier;
 mod error;
@@ -53,6 +54,7 @@ mod server;
 mod upstream;
 
 pub use builder::ProxyBuilder;
+pub use caps::{CapStore, CapValue};
 pub use config::{ActorConfig, ProxyConfig, RouteConfig, UpstreamConfig};
 pub use error::{Error, Result};
 pub use forward::PROBLEM_SLUGS;

@@ -9,6 +9,9 @@ pub const DEFAULT_PREFIX: &str = "idemkey";
 /// Separates this layout's digests from any other use of SHA-256 over the same bytes.
 const DOMAIN: &[u8] = b"idemkey-redis/record/v1";
 
+/// The same for actors' ledgers.
+const LEDGER_DOMAIN: &[u8] = b"idemkey-redis/actor/v1";
+
 /// The names of a store's keys, all under one prefix.
 #[derive(Clone, Debug)]
 pub(crate) struct Keys {
@@ -38,6 +41,17 @@ impl Keys {
     /// `{prefix}:owner:<hex id>`: an owner's heartbeat, present while the owner is alive.
     pub(crate) fn owner(&self, owner: idemkey_core::OwnerId) -> String {
         format!("{}:owner:{}", self.prefix, hex::encode(owner.as_bytes()))
+    }
+
+    /// `{prefix}:actor:{<hex digest>}` and the same with `:bytes`: an actor's ledger under
+    /// per-actor caps, two keys of one slot (one hash tag, the actor's digest).
+    pub(crate) fn ledger(&self, actor: &str) -> [String; 2] {
+        let mut hash = Sha256::new();
+        hash.update(LEDGER_DOMAIN);
+        hash.update(actor.as_bytes());
+        let set = format!("{}:actor:{{{}}}", self.prefix, hex::encode(hash.finalize()));
+        let bytes = format!("{set}:bytes");
+        [set, bytes]
     }
 
     /// `{prefix}:secret`: the derived-key secret, kept apart from every record.
@@ -89,6 +103,9 @@ mod tests {
         assert!(key.starts_with("app:idem:{") && key.ends_with('}'));
         assert_eq!(key.len(), "app:idem:{}".len() + 64);
         assert_eq!(keys.secret(), "app:idem:secret");
+        let [set, bytes] = keys.ledger("actor {x}");
+        assert!(set.starts_with("app:idem:actor:{") && set.ends_with('}'));
+        assert_eq!(bytes, format!("{set}:bytes"));
     }
 
     #[test]

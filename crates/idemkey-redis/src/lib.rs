@@ -23,6 +23,7 @@
 //! [`RedisOptions::tls_root_certificate`].
 
 mod cache;
+mod caps;
 mod connect;
 mod connection;
 mod durable;

@@ -21,9 +21,14 @@ pub(crate) struct Scripts {
     pub(crate) forget: Script,
     /// An owner's heartbeat (behaviour §8a).
     pub(crate) beat: Script,
+    /// An actor's ledger under per-actor caps (`lua/ledger.lua` before each): a record about
+    /// to be claimed enters it, and each change of a record is followed in it.
+    pub(crate) admit: Script,
+    pub(crate) note: Script,
 }
 
 const COMMON: &str = include_str!("../lua/common.lua");
+const LEDGER: &str = include_str!("../lua/ledger.lua");
 
 /// A script with its shebang and the shared helpers. The shebang (Redis 7) makes the server
 /// refuse a writing script up front when it is out of memory, instead of failing at its first
@@ -43,6 +48,14 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     extend: script("", include_str!("../lua/extend.lua")),
     forget: script("", include_str!("../lua/forget.lua")),
     beat: script("", include_str!("../lua/beat.lua")),
+    admit: script(
+        "",
+        &format!("{LEDGER}\n{}", include_str!("../lua/admit.lua")),
+    ),
+    note: script(
+        "",
+        &format!("{LEDGER}\n{}", include_str!("../lua/note.lua")),
+    ),
 });
 
 /// The scripts, hashed once per process.

@@ -4,14 +4,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use idemkey_core::{
-    Claim, ClaimRequest, DerivedKeys, Error, Record, RecordId, Result, SECRET_LEN, Scope, Store,
-    StoredResponse, TryClaim,
+    ActorCaps, Claim, ClaimRequest, DerivedKeys, Error, Record, RecordId, Result, SECRET_LEN,
+    Scope, Store, StoredResponse, TryClaim,
 };
 use redis::aio::ConnectionLike;
 use redis::{FromRedisValue, ScriptInvocation, Value};
 use tokio::sync::OnceCell;
 
 use crate::cache::ReplayCache;
+use crate::caps::Change;
 use crate::durable::Durable;
 use crate::error::{Sent, store_error, timed_out};
 use crate::keys::{DEFAULT_PREFIX, Keys};
@@ -33,7 +34,7 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Clone)]
 pub struct RedisStore<C> {
     conn: C,
-    keys: Keys,
+    pub(crate) keys: Keys,
     timeout: Duration,
     secret: Arc<OnceCell<Arc<[u8]>>>,
     /// What a completion waits for, and the connections it waits on (see
@@ -43,6 +44,8 @@ pub struct RedisStore<C> {
     cache: Option<Arc<ReplayCache>>,
     /// Whether claims name their owner's heartbeat key (see [`Self::with_owner_heartbeats`]).
     owners: bool,
+    /// Per-actor caps (see [`RedisStore::with_actor_caps`]).
+    pub(crate) caps: ActorCaps,
 }
 
 impl<C> std::fmt::Debug for RedisStore<C> {
@@ -67,6 +70,7 @@ where
             secret: Arc::default(),
             durable: None,
             cache: None,
+            caps: ActorCaps::new(),
             owners: false,
         }
     }
@@ -192,7 +196,15 @@ where
         invocation.arg(version.as_bytes());
         let forgotten = self.run(&invocation, Sent::Harmless).await;
         self.uncache(scope);
-        record::done(&forgotten?)
+        self.forgotten(scope, record::done(&forgotten?)?).await
+    }
+
+    /// After a forget that deleted the record or not: takes it out of its actor's ledger.
+    async fn forgotten(&self, scope: &Scope, deleted: bool) -> Result<bool> {
+        if deleted {
+            self.forget_entry(scope, &self.keys.record(scope)).await;
+        }
+        Ok(deleted)
     }
 
     /// The connection, for the application's own commands.
@@ -206,7 +218,7 @@ where
     }
 
     /// Runs a script invocation, bounded by the store's timeout.
-    async fn run(&self, invocation: &ScriptInvocation<'_>, sent: Sent) -> Result<Value> {
+    pub(crate) async fn run(&self, invocation: &ScriptInvocation<'_>, sent: Sent) -> Result<Value> {
         self.run_on(&mut self.conn.clone(), invocation, sent).await
     }
 
@@ -320,6 +332,19 @@ where
         if let Some(record) = self.cached(&key, &request.scope) {
             return Ok(TryClaim::Existing(record));
         }
+        // Under caps, checked before the claim: a refused request creates nothing. A retry
+        // whose record exists is answered from it all the same.
+        if let Err(refused) = self
+            .admit(&request.scope, &key, request.lease + request.retention)
+            .await
+        {
+            return match self.lookup(&request.scope).await? {
+                Some(record) if matches!(refused, Error::ActorCap { .. }) => {
+                    Ok(TryClaim::Existing(record))
+                }
+                _ => Err(refused),
+            };
+        }
         let acquired = Instant::now();
         let record_id = RecordId::new();
         let mut invocation = self.scoped_at(&scripts().claim, key.clone(), &request.scope);
@@ -357,6 +382,15 @@ where
             .arg(ms(request.retention))
             .arg(self.owner_key(request));
         let token = record::token(&self.run(&invocation, Sent::Harmless).await?)?;
+        if token.is_some() {
+            let life = request.lease + request.retention;
+            self.note(
+                &request.scope,
+                &self.keys.record(&request.scope),
+                Change::Renewed { life },
+            )
+            .await;
+        }
         Ok(token.map(|token| request.grant(seen.record_id, token, acquired, Some(seen))))
     }
 
@@ -366,18 +400,37 @@ where
         match &self.durable {
             Some(durable) => self.complete_durably(durable, &invocation).await,
             None => self.fenced(&invocation, Sent::Commit).await,
-        }
+        }?;
+        let bytes = response.encoded_len() as u64;
+        let change = Change::Stored {
+            retention: claim.retention,
+            bytes,
+        };
+        self.note(&claim.scope, &self.keys.record(&claim.scope), change)
+            .await;
+        Ok(())
     }
 
     async fn release(&self, claim: &Claim) -> Result<()> {
         let mut invocation = self.held(&scripts().release, claim);
         invocation.arg(ms(claim.retention));
-        self.fenced(&invocation, Sent::Harmless).await
+        self.fenced(&invocation, Sent::Harmless).await?;
+        let life = claim.retention;
+        self.note(
+            &claim.scope,
+            &self.keys.record(&claim.scope),
+            Change::Renewed { life },
+        )
+        .await;
+        Ok(())
     }
 
     async fn discard(&self, claim: &Claim) -> Result<()> {
         let invocation = self.held(&scripts().discard, claim);
-        self.fenced(&invocation, Sent::Harmless).await
+        self.fenced(&invocation, Sent::Harmless).await?;
+        self.note(&claim.scope, &self.keys.record(&claim.scope), Change::Gone)
+            .await;
+        Ok(())
     }
 
     async fn extend(&self, claim: &mut Claim) -> Result<()> {
@@ -386,6 +439,13 @@ where
         invocation.arg(ms(claim.lease)).arg(ms(claim.retention));
         self.fenced(&invocation, Sent::Harmless).await?;
         claim.acquired = acquired;
+        let life = claim.lease + claim.retention;
+        self.note(
+            &claim.scope,
+            &self.keys.record(&claim.scope),
+            Change::Renewed { life },
+        )
+        .await;
         Ok(())
     }
 
@@ -394,7 +454,7 @@ where
         let forgotten = self.run(&invocation, Sent::Harmless).await;
         // Whatever the reply: a forget that failed after its deletion must not leave a copy.
         self.uncache(scope);
-        record::done(&forgotten?)
+        self.forgotten(scope, record::done(&forgotten?)?).await
     }
 
     /// Nothing to do: every record's key carries its expiry (`PEXPIREAT`), and Redis deletes

@@ -1,11 +1,14 @@
-//! The database behind a test's servers: a SQLite file, or a PostgreSQL schema of its own on
-//! the server named by `IDEMKEY_TEST_PG_URL`; and what the tests read back from it.
+//! The database behind a test's servers: a SQLite file, a PostgreSQL schema of its own on the
+//! server named by `IDEMKEY_TEST_PG_URL`, or a MySQL/MariaDB database of its own on the server
+//! named by `IDEMKEY_TEST_MYSQL_URL`; and what the tests read back from it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use sqlx::{AssertSqlSafe, Connection, PgConnection};
+use sqlx::mysql::MySqlRow;
+use sqlx::{AssertSqlSafe, Connection, MySqlConnection, PgConnection, Row};
 
+use crate::mysql;
 use crate::needs::postgres_url;
 use crate::pg::Schema;
 
@@ -16,6 +19,8 @@ pub enum Backend {
     Sqlite,
     /// A schema of its own on the test server.
     Postgres,
+    /// A database of its own on the MySQL or MariaDB test server.
+    Mysql,
 }
 
 /// A database of a test's own.
@@ -24,22 +29,36 @@ pub enum Db {
     Sqlite(PathBuf),
     /// The PostgreSQL schema.
     Postgres(Schema),
+    /// The name of the MySQL database (left for a later test to drop, see [`mysql`]).
+    Mysql(String),
 }
 
 impl Db {
-    /// A fresh database for `backend` in `dir` (a test on PostgreSQL needs `postgres`).
+    /// A fresh database for `backend` in `dir` (a test on PostgreSQL needs `postgres`, one
+    /// on MySQL `mysql`).
     pub async fn create(backend: Backend, dir: &Path) -> Self {
         match backend {
             Backend::Sqlite => Self::Sqlite(dir.join("notes.db")),
             Backend::Postgres => Self::Postgres(Schema::create(&postgres_url()).await),
+            Backend::Mysql => Self::Mysql(mysql::create_database().await),
+        }
+    }
+
+    /// Which backend this is.
+    pub fn backend(&self) -> Backend {
+        match self {
+            Self::Sqlite(_) => Backend::Sqlite,
+            Self::Postgres(_) => Backend::Postgres,
+            Self::Mysql(_) => Backend::Mysql,
         }
     }
 
     /// The URL servers are started with: PostgreSQL's carries the schema as `search_path`
-    /// and as `application_name`, which tells the servers' connections from the test's.
+    /// and as `application_name`, which tells the servers' connections from the test's;
+    /// MySQL's names the test's database.
     pub fn url(&self) -> String {
         match self {
-            Self::Sqlite(_) => self.query_url(),
+            Self::Sqlite(_) | Self::Mysql(_) => self.query_url(),
             Self::Postgres(schema) => {
                 format!("{}&application_name={}", schema.url(), schema.name())
             }
@@ -51,6 +70,7 @@ impl Db {
         match self {
             Self::Sqlite(path) => format!("sqlite://{}", path.display()),
             Self::Postgres(schema) => schema.url(),
+            Self::Mysql(name) => mysql::url(name),
         }
     }
 
@@ -60,10 +80,30 @@ impl Db {
             .await
     }
 
+    /// The type a number is cast to for [`Db::rows`]: MySQL has no `CAST(... AS TEXT)`, and
+    /// PostgreSQL's `CHAR` is one character.
+    fn text_type(&self) -> &'static str {
+        match self {
+            Self::Mysql(_) => "CHAR",
+            Self::Sqlite(_) | Self::Postgres(_) => "TEXT",
+        }
+    }
+
+    /// How many rows `table` has.
+    pub async fn count(&self, table: &str) -> i64 {
+        let text = self.text_type();
+        let sql = format!("SELECT 'rows', CAST(count(*) AS {text}) FROM {table}");
+        let rows = self.rows(&sql).await;
+        rows[0].1.parse().unwrap()
+    }
+
     /// Every record: (key, state), state 0 in flight, 1 released, 2 completed.
     pub async fn records(&self) -> Vec<(String, i64)> {
-        let sql = "SELECT idem_key, CAST(state AS TEXT) FROM idemkey_records ORDER BY idem_key";
-        let rows = self.rows(sql).await;
+        let text = self.text_type();
+        let sql = format!(
+            "SELECT idem_key, CAST(state AS {text}) FROM idemkey_records ORDER BY idem_key"
+        );
+        let rows = self.rows(&sql).await;
         rows.into_iter()
             .map(|(key, state)| (key, state.parse().unwrap()))
             .collect()
@@ -83,10 +123,15 @@ impl Db {
                 let mut conn = PgConnection::connect(&self.query_url()).await.unwrap();
                 sqlx::raw_sql(sql).execute(&mut conn).await.unwrap();
             }
+            Self::Mysql(_) => {
+                let mut conn = MySqlConnection::connect(&self.query_url()).await.unwrap();
+                sqlx::raw_sql(sql).execute(&mut conn).await.unwrap();
+            }
         }
     }
 
-    /// Two text columns of every row of `sql`.
+    /// Two text columns of every row of `sql` (on MySQL, binary and integer columns are read
+    /// as text too: scopes are `VARBINARY` there).
     pub async fn rows(&self, sql: &str) -> Vec<(String, String)> {
         let sql = AssertSqlSafe(sql.to_owned());
         match self {
@@ -99,6 +144,13 @@ impl Db {
             Self::Postgres(_) => {
                 let mut conn = PgConnection::connect(&self.query_url()).await.unwrap();
                 sqlx::query_as(sql).fetch_all(&mut conn).await.unwrap()
+            }
+            Self::Mysql(_) => {
+                let mut conn = MySqlConnection::connect(&self.query_url()).await.unwrap();
+                let rows = sqlx::query(sql).fetch_all(&mut conn).await.unwrap();
+                rows.iter()
+                    .map(|row| (mysql_text(row, 0), mysql_text(row, 1)))
+                    .collect()
             }
         }
     }
@@ -116,6 +168,11 @@ impl Db {
                  RETURN NEW; END $$; CREATE TRIGGER fail_note BEFORE INSERT ON notes \
                  FOR EACH ROW EXECUTE FUNCTION fail_note()"
             ),
+            Self::Mysql(_) => format!(
+                "CREATE TRIGGER fail_note BEFORE INSERT ON notes FOR EACH ROW BEGIN \
+                 IF NEW.title = '{title}' THEN \
+                 SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'injected'; END IF; END"
+            ),
         };
         self.execute(&sql).await;
     }
@@ -123,7 +180,7 @@ impl Db {
     /// Undoes [`Db::fail_inserts_titled`].
     pub async fn allow_inserts(&self) {
         self.execute(match self {
-            Self::Sqlite(_) => "DROP TRIGGER fail_note",
+            Self::Sqlite(_) | Self::Mysql(_) => "DROP TRIGGER fail_note",
             Self::Postgres(_) => "DROP TRIGGER fail_note ON notes; DROP FUNCTION fail_note()",
         })
         .await;
@@ -135,6 +192,10 @@ impl Db {
         let now = match self {
             Self::Sqlite(_) => "CAST(unixepoch('subsec') * 1000 AS INTEGER)",
             Self::Postgres(_) => "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint",
+            // The store's own clock: milliseconds of the statement's UTC time.
+            Self::Mysql(_) => {
+                "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)"
+            }
         };
         let sql = format!(
             "SELECT idem_key, CASE WHEN state = 0 AND lease_until > {now} THEN 'alive' \
@@ -145,6 +206,18 @@ impl Db {
             .iter()
             .any(|(_, alive)| alive == "alive")
     }
+}
+
+/// Column `at` of a MySQL row as text, whatever its type: text, bytes (read as UTF-8) or an
+/// integer.
+fn mysql_text(row: &MySqlRow, at: usize) -> String {
+    if let Ok(text) = row.try_get::<String, _>(at) {
+        return text;
+    }
+    if let Ok(bytes) = row.try_get::<Vec<u8>, _>(at) {
+        return String::from_utf8(bytes).unwrap();
+    }
+    row.try_get::<i64, _>(at).unwrap().to_string()
 }
 
 /// Counts the rows of a table of a server's SQLite database.

@@ -20,6 +20,7 @@ pub mod load;
 pub mod lossy;
 #[cfg(feature = "sql")]
 pub mod mysql;
+pub mod mysql_server;
 pub mod needs;
 #[cfg(feature = "http")]
 pub mod notes;

@@ -5,6 +5,7 @@
 //! when the test ends (its pool may still be closing): the next test that creates one drops
 //! those old enough that no connection uses any more.
 
+use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use sqlx::mysql::MySqlConnectOptions;
@@ -87,6 +88,30 @@ async fn reap(admin: &mut MySqlConnection, now: u64) {
                 .await;
         }
     }
+}
+
+/// Every note of the MySQL database at `url`, by title (each title's ids): what the fault
+/// tests count after the database failed under the service.
+pub async fn notes_by_title(url: &str) -> BTreeMap<String, Vec<String>> {
+    let mut conn = MySqlConnection::connect(url).await.unwrap();
+    let rows: Vec<(String, String)> = sqlx::query_as("SELECT title, id FROM notes")
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    crate::db::by_title(rows)
+}
+
+/// How many notes titled `title` the MySQL database at `url` holds.
+pub async fn notes_titled(url: &str, title: &str) -> i64 {
+    let mut conn = MySqlConnection::connect(url).await.unwrap();
+    let count = sqlx::query_scalar("SELECT count(*) FROM notes WHERE title = ?")
+        .bind(title)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    count
 }
 
 #[cfg(test)]

@@ -41,13 +41,15 @@ pub enum Need {
     Chattr,
     /// PostgreSQL's server binaries, run as the `postgres` user (root).
     PgServer,
+    /// MariaDB's server binaries, `mariadbd` and `mariadb-install-db` ([`mariadb_program`]).
+    MariadbServer,
 }
 
 impl Need {
     /// Why this need is missing here, or `None` when it is met. Probed once per process; a
     /// variable naming a server is trusted without a probe, as the user asked for it.
     pub fn missing(self) -> Option<&'static str> {
-        static MET: [OnceLock<bool>; 7] = [const { OnceLock::new() }; 7];
+        static MET: [OnceLock<bool>; 8] = [const { OnceLock::new() }; 8];
         let met = *MET[self as usize].get_or_init(|| self.probe());
         (!met).then(|| self.reason())
     }
@@ -76,6 +78,11 @@ impl Need {
                         .arg("--version"),
                 )
             }),
+            Self::MariadbServer => {
+                mariadb_program("mariadb-install-db").is_some()
+                    && mariadb_program("mariadbd")
+                        .is_some_and(|server| succeeds(Command::new(server).arg("--version")))
+            }
         }
     }
 
@@ -99,6 +106,9 @@ impl Need {
             }
             Self::PgServer => {
                 "no PostgreSQL server binaries under /usr/lib/postgresql, or no `postgres` user to run them as (needs root)"
+            }
+            Self::MariadbServer => {
+                "no MariaDB server binaries (mariadbd and mariadb-install-db on the PATH or in /usr/sbin); install mariadb-server"
             }
         }
     }
@@ -149,6 +159,16 @@ pub fn pg_server_bin() -> Option<PathBuf> {
         .collect();
     found.sort();
     found.pop()
+}
+
+/// A MariaDB server program (`mariadbd`, `mariadb-install-db`): on the `PATH`, else in
+/// `/usr/sbin` or `/usr/local/sbin`, where packages put `mariadbd` out of a user's `PATH`.
+pub fn mariadb_program(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/usr/local/sbin"].map(PathBuf::from))
+        .map(|dir| dir.join(name))
+        .find(|program| program.is_file())
 }
 
 fn env_or(env: &str, probe: impl FnOnce() -> bool) -> bool {

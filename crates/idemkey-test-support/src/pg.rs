@@ -85,7 +85,7 @@ impl Drop for Schema {
 fn schema(db: &Db) -> &Schema {
     match db {
         Db::Postgres(schema) => schema,
-        Db::Sqlite(_) => panic!("a PostgreSQL tool on SQLite"),
+        Db::Sqlite(_) | Db::Mysql(_) => panic!("a PostgreSQL tool on another backend"),
     }
 }
 

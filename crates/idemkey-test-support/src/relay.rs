@@ -1,7 +1,8 @@
-//! A test-only TCP relay between `idemkey serve` and PostgreSQL that can lose one reply
-//! after the server has acted on the request: the fault a network partition or a proxy
-//! restart causes at the worst moment, which `pg_terminate_backend` cannot (it drops the
-//! connection *before* the server acts).
+//! A test-only TCP relay between `idemkey serve` and PostgreSQL or MySQL that can lose one
+//! reply after the server has acted on the request: the fault a network partition or a proxy
+//! restart causes at the worst moment, which `pg_terminate_backend` or `KILL` cannot (they
+//! drop the connection *before* the server acts). The triggers match bytes of the wire
+//! protocol, which must be plain: no TLS between the relay's ends.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -13,7 +14,8 @@ use tokio::net::{TcpListener, TcpStream};
 #[derive(Clone, Debug)]
 pub enum Trigger {
     /// The server's reply to the first client message containing these bytes (PostgreSQL
-    /// sends it only once it has acted: for `COMMIT`, once the commit is durable).
+    /// and MySQL send it only once they have acted: for `COMMIT`, once the commit is
+    /// durable). [`simple_query`] and [`com_query`] make the message of a statement.
     ReplyTo(Vec<u8>),
     /// The `nth` (from 1) server reply containing these bytes.
     NthReplyWith(Vec<u8>, usize),
@@ -147,4 +149,68 @@ pub fn simple_query(sql: &str) -> Vec<u8> {
     message.extend_from_slice(sql.as_bytes());
     message.push(0);
     message
+}
+
+/// A MySQL `COM_QUERY` packet for `sql`, as sqlx sends `COMMIT`: three bytes of length
+/// (little-endian), the sequence number 0 that begins a command, the command byte 0x03, then
+/// the text.
+pub fn com_query(sql: &str) -> Vec<u8> {
+    let len = u32::try_from(1 + sql.len()).unwrap();
+    assert!(len < 1 << 24, "one packet holds less than 16 MiB");
+    let mut packet = len.to_le_bytes()[..3].to_vec();
+    packet.extend_from_slice(&[0, 0x03]);
+    packet.extend_from_slice(sql.as_bytes());
+    packet
+}
+
+/// `url` (`scheme://[user@]host[:port][/path][?query]`) with its host and port replaced by
+/// `relay`'s: the same database, reached through the relay.
+pub fn through(url: &str, relay: SocketAddr) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap();
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(end);
+    let user = authority
+        .rsplit_once('@')
+        .map(|(user, _)| format!("{user}@"));
+    format!("{scheme}://{}{relay}{path}", user.unwrap_or_default())
+}
+
+/// The server `url` names, at `default_port` when it names none: where a relay leads.
+pub fn upstream(url: &str, default_port: u16) -> SocketAddr {
+    let rest = url.split_once("://").unwrap().1;
+    let authority = &rest[..rest.find(['/', '?']).unwrap_or(rest.len())];
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    let host = if host.contains(':') {
+        host.to_owned()
+    } else {
+        format!("{host}:{default_port}")
+    };
+    std::net::ToSocketAddrs::to_socket_addrs(&host)
+        .unwrap()
+        .next()
+        .unwrap()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mysql_commit_is_one_com_query_packet() {
+        assert_eq!(com_query("COMMIT"), b"\x07\0\0\0\x03COMMIT");
+    }
+
+    #[test]
+    fn a_url_through_the_relay_keeps_its_user_database_and_options() {
+        let relay = SocketAddr::from(([127, 0, 0, 1], 4000));
+        let url = "mysql://root@127.0.0.1:3306/t1?ssl-mode=disabled";
+        assert_eq!(
+            through(url, relay),
+            "mysql://root@127.0.0.1:4000/t1?ssl-mode=disabled"
+        );
+        assert_eq!(upstream(url, 3306).port(), 3306);
+        assert_eq!(upstream("mysql://db@127.0.0.1/t1", 3306).port(), 3306);
+    }
 }

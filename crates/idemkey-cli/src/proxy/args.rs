@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
+use idemkey_proxy::CapValue;
 
 use crate::cli::{
     ConnectionArgs, OwnerGrace, parse_lease, parse_owner_grace, parse_retention, parse_secret,
@@ -76,6 +77,66 @@ pub(crate) struct ProxyArgs {
     /// https://docs.rs/idemkey/latest/idemkey/problems/index.html#
     #[arg(long, env = "IDEMKEY_PROBLEM_BASE", value_name = "URL")]
     pub(crate) problem_base: Option<String>,
+    /// Most live idempotency records one actor (each credential, and the shared anonymous
+    /// actor) may hold, or `unlimited`; a request that would create one more is answered 429
+    /// `actor-cap-reached` and not forwarded. Over the file's `max_records_per_actor`;
+    /// default 100000.
+    #[arg(long, env = "IDEMKEY_MAX_RECORDS_PER_ACTOR", value_name = "N",
+        value_parser = parse_records, hide_short_help = true)]
+    pub(crate) max_records_per_actor: Option<CapValue>,
+    /// Most bytes of stored answers one actor may hold (`256MiB`, `500KiB`, `1000000`), or
+    /// `unlimited`; past it, new keys are answered 429 `actor-cap-reached`. Over the file's
+    /// `max_bytes_per_actor`; default 256MiB.
+    #[arg(long, env = "IDEMKEY_MAX_BYTES_PER_ACTOR", value_name = "SIZE",
+        value_parser = parse_bytes, hide_short_help = true)]
+    pub(crate) max_bytes_per_actor: Option<CapValue>,
     #[command(flatten)]
     pub(crate) connections: ConnectionArgs,
+}
+
+/// The live records one actor may hold unless told otherwise: at the default 24 h retention,
+/// about 70 new keys a minute per credential, all day.
+pub(crate) const DEFAULT_MAX_RECORDS_PER_ACTOR: u64 = 100_000;
+
+/// The bytes of stored answers one actor may hold unless told otherwise: 256 answers of the
+/// largest size the proxy stores (1 MiB).
+pub(crate) const DEFAULT_MAX_BYTES_PER_ACTOR: u64 = 256 << 20;
+
+impl ProxyArgs {
+    /// Sets the per-actor caps in `config`: the flags over the file, the defaults where
+    /// neither says.
+    pub(crate) fn caps_into(&self, config: &mut idemkey_proxy::ProxyConfig) {
+        let chosen = |flag: &Option<CapValue>, file: &mut Option<CapValue>, default| {
+            *file = flag
+                .clone()
+                .or_else(|| file.take())
+                .or(Some(CapValue::Number(default)));
+        };
+        chosen(
+            &self.max_records_per_actor,
+            &mut config.max_records_per_actor,
+            DEFAULT_MAX_RECORDS_PER_ACTOR,
+        );
+        chosen(
+            &self.max_bytes_per_actor,
+            &mut config.max_bytes_per_actor,
+            DEFAULT_MAX_BYTES_PER_ACTOR,
+        );
+    }
+}
+
+fn parse_records(value: &str) -> Result<CapValue, String> {
+    let cap = CapValue::Text(value.to_owned());
+    cap.records("--max-records-per-actor")
+        .map_err(|_| "expected a whole number of at least 1, or unlimited".to_owned())?;
+    Ok(cap)
+}
+
+fn parse_bytes(value: &str) -> Result<CapValue, String> {
+    let cap = CapValue::Text(value.to_owned());
+    cap.bytes("--max-bytes-per-actor").map_err(|_| {
+        "expected a size of at least 1 byte, such as 1000000, 500KiB, 256MiB or 1GiB, or unlimited"
+            .to_owned()
+    })?;
+    Ok(cap)
 }

@@ -9,8 +9,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use idemkey_core::Store;
-use idemkey_proxy::{Proxy, ProxyConfig, Upstream};
+use idemkey_proxy::{CapStore, Proxy, ProxyConfig, Upstream};
 use idemkey_server::{Database, RedisSetup, is_redis, open_redis, redact};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
@@ -20,10 +19,11 @@ pub(crate) use args::ProxyArgs;
 /// Starts the proxy and runs it until SIGINT or SIGTERM.
 pub(crate) async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     idemkey_server::init_tracing();
-    let config = match &args.config {
+    let mut config = match &args.config {
         Some(path) => ProxyConfig::load(path)?,
         None => ProxyConfig::default(),
     };
+    args.caps_into(&mut config);
     let upstream = Upstream::parse(&args.upstream)?;
     if let Some(base) = &args.problem_base {
         idemkey_core::problem::set_type_base(base.clone())
@@ -63,7 +63,7 @@ struct Start {
 }
 
 impl Start {
-    async fn run<S: Store>(self, store: S) -> anyhow::Result<()> {
+    async fn run<S: CapStore>(self, store: S) -> anyhow::Result<()> {
         let mut builder = Proxy::builder(self.upstream.clone(), store)
             .config(self.config)
             .retention(self.args.retention)
@@ -148,6 +148,47 @@ mod tests {
             .chain(flags.iter().copied());
         let flags = Flags::try_parse_from(all).unwrap();
         crate::causes(&run(flags.args).await.unwrap_err())
+    }
+
+    /// `idemkey proxy`'s arguments with `flags`.
+    fn parsed(flags: &[&str]) -> Result<ProxyArgs, clap::Error> {
+        let all = ["proxy", "--upstream", "http://127.0.0.1:9"];
+        Flags::try_parse_from(all.iter().chain(flags)).map(|flags| flags.args)
+    }
+
+    #[test]
+    fn caps_come_from_the_flags_then_the_file_then_the_defaults() {
+        use idemkey_core::ActorCaps;
+        let caps = |flags: &[&str], file: &str| {
+            let mut config: ProxyConfig = file.parse().unwrap();
+            parsed(flags).unwrap().caps_into(&mut config);
+            config.actor_caps().unwrap()
+        };
+        let defaults = ActorCaps::new()
+            .max_records(args::DEFAULT_MAX_RECORDS_PER_ACTOR)
+            .max_bytes(args::DEFAULT_MAX_BYTES_PER_ACTOR);
+        assert_eq!(caps(&[], ""), defaults);
+        let file = "max_records_per_actor = 5\nmax_bytes_per_actor = \"unlimited\"";
+        assert_eq!(caps(&[], file), ActorCaps::new().max_records(5));
+        let flags = [
+            "--max-records-per-actor",
+            "unlimited",
+            "--max-bytes-per-actor",
+            "1KiB",
+        ];
+        assert_eq!(caps(&flags, file), ActorCaps::new().max_bytes(1024));
+    }
+
+    #[test]
+    fn a_bad_cap_is_refused_naming_the_flag() {
+        for flags in [
+            ["--max-records-per-actor", "0"],
+            ["--max-bytes-per-actor", "lots"],
+            ["--max-bytes-per-actor", "64MB"],
+        ] {
+            let message = parsed(&flags).unwrap_err().to_string();
+            assert!(message.contains(flags[0]), "{message}");
+        }
     }
 
     #[tokio::test]

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use idemkey_notes::{Mode, NotesConfig, NotesDb, router};
 use idemkey_sqlx::failpoints::{Hook, Point, injected};
-use idemkey_sqlx::{PgStore, SqliteStore, SqlxStore};
+use idemkey_sqlx::{MySqlStore, PgStore, SqliteStore, SqlxStore};
 use idemkey_test_support::db::{Backend, Db};
 use idemkey_test_support::notes::{ALICE, create_titled};
 use tokio::sync::Semaphore;
@@ -140,6 +140,10 @@ impl App {
             }
             Db::Postgres { .. } => {
                 let store = PgStore::connect(&db.url()).await.unwrap();
+                serve(store.with_failpoints(faults.hook()), config).await
+            }
+            Db::Mysql(_) => {
+                let store = MySqlStore::connect(&db.url()).await.unwrap();
                 serve(store.with_failpoints(faults.hook()), config).await
             }
         };

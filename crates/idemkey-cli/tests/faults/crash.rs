@@ -3,10 +3,12 @@
 //! restarted on the same database. Afterwards every key maps to exactly one note, every id a
 //! client received exists, and one more retry of every key replays the same id.
 //!
-//! SQLite and PostgreSQL (`IDEMKEY_TEST_PG_URL`, a fresh schema per run), atomic and lease
-//! mode (with a 1 s lease, so a dead executor's claim blocks its retries only briefly), each
-//! strategy and lease completion the service offers, and
-//! lease mode with the records in a `redis-server` of the test's own (`--records-url`).
+//! SQLite, PostgreSQL (`IDEMKEY_TEST_PG_URL`, a fresh schema per run) and MySQL/MariaDB
+//! (`IDEMKEY_TEST_MYSQL_URL`, a fresh database per run), atomic and lease mode (with a 1 s
+//! lease, so a dead executor's claim blocks its retries only briefly), each strategy and lease
+//! completion the service offers (on MySQL: both strategies and lease mode with the service's
+//! defaults), and lease mode with the records in a `redis-server` of the test's own
+//! (`--records-url`).
 //!
 //! The run's schedule comes from a seed, printed first; `IDEMKEY_CRASH_SEED` replays it.
 //! Bigger runs: `IDEMKEY_CRASH_CLIENTS` (default 4), `IDEMKEY_CRASH_KEYS` per client (100),
@@ -77,6 +79,21 @@ async fn crash_campaign_postgres_lease() {
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn crash_campaign_postgres_lease_separate_completion() {
     run(Backend::Postgres, "lease", &["--separate-completion"]).await;
+}
+
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [mysql])]
+async fn crash_campaign_mysql_atomic() {
+    run(Backend::Mysql, "atomic", &[]).await;
+}
+
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [mysql])]
+async fn crash_campaign_mysql_atomic_claim_first() {
+    run(Backend::Mysql, "atomic", &["--strategy", "claim-first"]).await;
+}
+
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [mysql])]
+async fn crash_campaign_mysql_lease() {
+    run(Backend::Mysql, "lease", &[]).await;
 }
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,6 +12,8 @@ mod client;
 mod client_send;
 mod crash;
 mod disk;
+mod mysql_lost_reply;
+mod mysql_restart;
 mod owner_grace;
 mod pg_dropped;
 mod pg_lost_reply;

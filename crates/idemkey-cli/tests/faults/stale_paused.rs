@@ -16,7 +16,7 @@ use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::routing::post;
 use idemkey_sqlx::failpoints::{Hook, Point};
-use idemkey_sqlx::{PgStore, SqliteStore};
+use idemkey_sqlx::{MySqlStore, PgStore, SqliteStore};
 use idemkey_test_support::db::{Backend, Db};
 use idemkey_test_support::wait_until;
 use idemkey_tower::{Actor, Config, IdempotencyLayer};
@@ -64,6 +64,14 @@ async fn start(db: &Db, me: Executor, hook: Option<Hook>) -> SocketAddr {
         }
         Db::Postgres { .. } => {
             let store = PgStore::connect(&db.url()).await.unwrap();
+            let store = match hook {
+                Some(hook) => store.with_failpoints(hook),
+                None => store,
+            };
+            routes.layer(IdempotencyLayer::with_config(store, config))
+        }
+        Db::Mysql(_) => {
+            let store = MySqlStore::connect(&db.url()).await.unwrap();
             let store = match hook {
                 Some(hook) => store.with_failpoints(hook),
                 None => store,

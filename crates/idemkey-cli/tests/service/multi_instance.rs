@@ -1,13 +1,13 @@
-//! Several `idemkey serve` processes on one PostgreSQL database (behaviour §8, §13): storms
-//! spread across instances create exactly one note per key, in both modes.
+//! Several `idemkey serve` processes on one database, PostgreSQL or MySQL/MariaDB (behaviour
+//! §8, §13): storms spread across instances create exactly one note per key, in both modes,
+//! and every instance's sweeper shares the expired records.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use futures_util::StreamExt;
-use idemkey_test_support::needs::postgres_url;
+use idemkey_test_support::db::{Backend, Db};
 use idemkey_test_support::notes::{ALICE, count_notes, create};
-use idemkey_test_support::pg::Schema;
 use idemkey_test_support::serve::Serve;
 use idemkey_test_support::storm::{raw_create, storm};
 
@@ -15,30 +15,71 @@ use crate::IDEMKEY;
 
 const HELLO: &str = r#"{"title": "hello"}"#;
 
-fn instances(schema: &Schema, n: usize, extra: &[&str]) -> Vec<Serve> {
+/// The service's flags of each case: the modes, strategies and completions it offers.
+const ATOMIC: &[&str] = &["--mode", "atomic"];
+const CLAIM_FIRST: &[&str] = &["--mode", "atomic", "--strategy", "claim-first"];
+const NO_LOOKUP: &[&str] = &["--mode", "atomic", "--no-lookup"];
+const LEASE: &[&str] = &["--mode", "lease"];
+const SEPARATE_COMPLETION: &[&str] = &["--mode", "lease", "--separate-completion"];
+
+/// Each case once on PostgreSQL and once on MySQL/MariaDB, each on a database of its own.
+macro_rules! on_shared_databases {
+    ($($case:ident: $run:ident($($arg:ident),*)),* $(,)?) => {
+        mod postgres { $(
+            #[idemkey_test_support::test(needs = [postgres])]
+            async fn $case() { super::$run(super::Backend::Postgres, $(super::$arg),*).await }
+        )* }
+        mod mysql { $(
+            #[idemkey_test_support::test(needs = [mysql])]
+            async fn $case() { super::$run(super::Backend::Mysql, $(super::$arg),*).await }
+        )* }
+    };
+}
+
+fn instances(db: &Db, n: usize, extra: &[&str]) -> Vec<Serve> {
     (0..n)
-        .map(|_| Serve::start(IDEMKEY, &schema.url(), extra))
+        .map(|_| Serve::start(IDEMKEY, &db.url(), extra))
         .collect()
 }
 
-async fn storm_of_64_creates_one_note(args: &[&str]) {
-    let mode = args.join(" ");
-    let base = postgres_url();
-    let schema = Schema::create(&base).await;
-    let servers = instances(&schema, 3, args);
+/// A fresh database on `backend` (none of them keeps a file in the directory).
+async fn database(backend: Backend) -> Db {
+    let dir = tempfile::tempdir().unwrap();
+    Db::create(backend, dir.path()).await
+}
+
+/// 64 creates with one key, released together across three instances: one note, and every
+/// answer is that note (201, executed or replayed) or the in-flight 409 a duplicate gets while
+/// the executor has not finished (behaviour §8).
+async fn storm_of_64_creates_one_note(backend: Backend, args: &[&str]) {
+    let mode = format!("{backend:?} {}", args.join(" "));
+    let db = database(backend).await;
+    let servers = instances(&db, 3, args);
     let targets: Vec<SocketAddr> = (0..64).map(|i| servers[i % 3].addr).collect();
     let answers = storm(&targets, |addr| raw_create(addr, ALICE, "storm-64", HELLO)).await;
-    assert_eq!(schema.count("notes").await, 1, "{mode}");
-    let created: Vec<_> = answers.iter().filter(|a| a.status == 201).collect();
-    assert!(!created.is_empty(), "{mode}: {answers:?}");
-    assert!(
-        created.iter().all(|a| a.body == created[0].body),
-        "{mode}: identical bodies"
-    );
-    assert!(
-        answers.iter().all(|a| a.status == 201 || a.status == 409),
-        "{mode}: {answers:?}"
-    );
+    let notes = db.notes().await;
+    assert_eq!(notes.len(), 1, "{mode}: one note: {notes:?}");
+    let mut created = 0;
+    for answer in &answers {
+        let body: serde_json::Value = serde_json::from_str(&answer.body).unwrap_or_default();
+        match answer.status {
+            201 => {
+                created += 1;
+                assert_eq!(body["id"], notes[0].0.as_str(), "{mode}: {answer:?}");
+            }
+            409 => {
+                let slug = body["type"]
+                    .as_str()
+                    .unwrap_or("")
+                    .rsplit(['/', '#'])
+                    .next();
+                assert_eq!(slug, Some("request-in-flight"), "{mode}: {answer:?}");
+            }
+            _ => panic!("{mode}: {answer:?}"),
+        }
+    }
+    assert!(created > 0, "{mode}: {answers:?}");
+    println!("storm {mode}: 201 x {created}, 409 x {}", 64 - created);
 }
 
 /// Sends one key to three instances at once; retries until one answer is a 201.
@@ -78,11 +119,10 @@ async fn create_three_ways(client: &reqwest::Client, addrs: &[SocketAddr], key: 
     panic!("key {key} never completed");
 }
 
-async fn a_thousand_keys_three_times_each(args: &[&str]) {
-    let mode = args.join(" ");
-    let base = postgres_url();
-    let schema = Schema::create(&base).await;
-    let servers = instances(&schema, 3, args);
+async fn a_thousand_keys_three_times_each(backend: Backend, args: &[&str]) {
+    let mode = format!("{backend:?} {}", args.join(" "));
+    let db = database(backend).await;
+    let servers = instances(&db, 3, args);
     let addrs: Arc<Vec<SocketAddr>> = Arc::new(servers.iter().map(|s| s.addr).collect());
     let client = reqwest::Client::new();
     let ids: Vec<String> = futures_util::stream::iter(0..1000)
@@ -93,7 +133,7 @@ async fn a_thousand_keys_three_times_each(args: &[&str]) {
         .buffer_unordered(16)
         .collect()
         .await;
-    assert_eq!(schema.count("notes").await, 1000, "{mode}");
+    assert_eq!(db.count("notes").await, 1000, "{mode}");
     assert_eq!(
         ids.iter().collect::<std::collections::HashSet<_>>().len(),
         1000,
@@ -102,53 +142,29 @@ async fn a_thousand_keys_three_times_each(args: &[&str]) {
     assert_eq!(count_notes(&client, &servers[0], ALICE).await, 1000);
 }
 
-#[idemkey_test_support::test(needs = [postgres])]
-async fn atomic_storm_of_64_across_three_instances() {
+on_shared_databases!(
     // The default strategy, commit-time: the instances' duplicates run speculatively and
     // meet at the record's insert.
-    storm_of_64_creates_one_note(&["--mode", "atomic"]).await;
-}
+    atomic_storm_of_64_across_three_instances: storm_of_64_creates_one_note(ATOMIC),
+    atomic_claim_first_storm_of_64_across_three_instances: storm_of_64_creates_one_note(
+        CLAIM_FIRST
+    ),
+    atomic_no_lookup_storm_of_64_across_three_instances: storm_of_64_creates_one_note(NO_LOOKUP),
+    lease_storm_of_64_across_three_instances: storm_of_64_creates_one_note(LEASE),
+    lease_separate_completion_storm_of_64_across_three_instances: storm_of_64_creates_one_note(
+        SEPARATE_COMPLETION
+    ),
+    atomic_thousand_keys_across_three_instances: a_thousand_keys_three_times_each(ATOMIC),
+    atomic_claim_first_thousand_keys_across_three_instances: a_thousand_keys_three_times_each(
+        CLAIM_FIRST
+    ),
+    lease_thousand_keys_across_three_instances: a_thousand_keys_three_times_each(LEASE),
+    sweepers_on_every_instance_share_the_work: sweepers_share_the_work(),
+);
 
-#[idemkey_test_support::test(needs = [postgres])]
-async fn atomic_claim_first_storm_of_64_across_three_instances() {
-    storm_of_64_creates_one_note(&["--mode", "atomic", "--strategy", "claim-first"]).await;
-}
-
-#[idemkey_test_support::test(needs = [postgres])]
-async fn atomic_no_lookup_storm_of_64_across_three_instances() {
-    storm_of_64_creates_one_note(&["--mode", "atomic", "--no-lookup"]).await;
-}
-
-#[idemkey_test_support::test(needs = [postgres])]
-async fn lease_storm_of_64_across_three_instances() {
-    storm_of_64_creates_one_note(&["--mode", "lease"]).await;
-}
-
-#[idemkey_test_support::test(needs = [postgres])]
-async fn lease_separate_completion_storm_of_64_across_three_instances() {
-    storm_of_64_creates_one_note(&["--mode", "lease", "--separate-completion"]).await;
-}
-
-#[idemkey_test_support::test(needs = [postgres])]
-async fn atomic_thousand_keys_across_three_instances() {
-    a_thousand_keys_three_times_each(&["--mode", "atomic"]).await;
-}
-
-#[idemkey_test_support::test(needs = [postgres])]
-async fn atomic_claim_first_thousand_keys_across_three_instances() {
-    a_thousand_keys_three_times_each(&["--mode", "atomic", "--strategy", "claim-first"]).await;
-}
-
-#[idemkey_test_support::test(needs = [postgres])]
-async fn lease_thousand_keys_across_three_instances() {
-    a_thousand_keys_three_times_each(&["--mode", "lease"]).await;
-}
-
-#[idemkey_test_support::test(needs = [postgres])]
-async fn sweepers_on_every_instance_share_the_work() {
-    let base = postgres_url();
-    let schema = Schema::create(&base).await;
-    let servers = instances(&schema, 3, &["--retention", "1s"]);
+async fn sweepers_share_the_work(backend: Backend) {
+    let db = database(backend).await;
+    let servers = instances(&db, 3, &["--retention", "1s"]);
     let client = reqwest::Client::new();
     for i in 0..60 {
         let server = &servers[i % 3];
@@ -165,8 +181,8 @@ async fn sweepers_on_every_instance_share_the_work() {
         assert_eq!(response.status(), 201);
     }
     for _ in 0..300 {
-        if schema.count("idemkey_records").await == 0 {
-            assert_eq!(schema.count("notes").await, 60, "business rows stay");
+        if db.count("idemkey_records").await == 0 {
+            assert_eq!(db.count("notes").await, 60, "business rows stay");
             for server in servers {
                 assert!(
                     server.terminate().success(),

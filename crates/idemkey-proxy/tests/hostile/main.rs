@@ -6,6 +6,7 @@
 
 mod admin;
 mod anonymous;
+mod caps;
 mod forwarding;
 mod keyed;
 mod paths;

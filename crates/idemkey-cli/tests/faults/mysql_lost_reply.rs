@@ -1,0 +1,128 @@
+//! The reply to MySQL's `COMMIT` (or to lease mode's self-committing note insert) lost
+//! *after* the server acted: a relay between `idemkey serve` and MariaDB drops the connection
+//! instead of passing the reply on. Atomic mode, and lease mode completing in the note's
+//! transaction, answer 500 `outcome-unknown` and the retry replays the committed response;
+//! lease mode completing on its own answers a 5xx, releases, and the retry finds the note the
+//! first attempt wrote (its id derives from the record). Either way: one note. Needs MySQL or
+//! MariaDB (skipped loudly outside CI).
+
+use idemkey_test_support::mysql::{create_database, notes_titled, url};
+use idemkey_test_support::notes::{ALICE, create};
+use idemkey_test_support::relay::{Relay, Trigger, com_query, through, upstream};
+use idemkey_test_support::serve::Serve;
+
+use crate::IDEMKEY;
+
+struct Fixture {
+    /// The database's URL, not through the relay.
+    url: String,
+    relay: Relay,
+    server: Serve,
+    client: reqwest::Client,
+}
+
+async fn start(args: &[&str]) -> Fixture {
+    let url = url(&create_database().await);
+    let relay = Relay::start(upstream(&url, 3306)).await;
+    // The relay matches the protocol's bytes: the connection must not switch to TLS.
+    let separator = if url.contains('?') { '&' } else { '?' };
+    let relayed = format!("{}{separator}ssl-mode=disabled", through(&url, relay.addr));
+    let server = Serve::start(IDEMKEY, &relayed, args);
+    let fixture = Fixture {
+        url,
+        relay,
+        server,
+        client: reqwest::Client::new(),
+    };
+    // Connections, statements and the derived-key secret are in place before the fault.
+    assert_eq!(fixture.post("warm-up", "warm-up").await.status(), 201);
+    fixture
+}
+
+impl Fixture {
+    async fn post(&self, key: &str, title: &str) -> reqwest::Response {
+        let body = format!("{{\"title\":\"{title}\"}}");
+        create(
+            &self.client,
+            &self.server,
+            ALICE,
+            Some(key.as_bytes()),
+            &body,
+        )
+        .send()
+        .await
+        .unwrap()
+    }
+
+    async fn notes_titled(&self, title: &str) -> i64 {
+        notes_titled(&self.url, title).await
+    }
+}
+
+async fn id_of(response: reqwest::Response) -> String {
+    let note: serde_json::Value = response.json().await.unwrap();
+    note["id"].as_str().unwrap().to_owned()
+}
+
+/// Loses the reply to the next `COMMIT`: 500 `outcome-unknown`, then replays, one note.
+async fn commit_reply_lost(args: &[&str]) {
+    let app = start(args).await;
+    app.relay.arm(Trigger::ReplyTo(com_query("COMMIT")));
+    let lost = app.post("lost-commit", "lost-commit").await;
+    assert_eq!(app.relay.lost(), 1, "the COMMIT's reply was dropped");
+    assert_eq!(lost.status(), 500);
+    let problem: serde_json::Value = lost.json().await.unwrap();
+    assert!(
+        problem["type"]
+            .as_str()
+            .unwrap()
+            .ends_with("#outcome-unknown"),
+        "{problem}"
+    );
+    // MariaDB committed before replying: the note and its record are there.
+    assert_eq!(app.notes_titled("lost-commit").await, 1);
+    let retry = app.post("lost-commit", "lost-commit").await;
+    assert_eq!(retry.status(), 201);
+    assert_eq!(retry.headers()["idempotent-replayed"], "true");
+    let again = app.post("lost-commit", "lost-commit").await;
+    assert_eq!(id_of(retry).await, id_of(again).await);
+    assert_eq!(app.notes_titled("lost-commit").await, 1);
+}
+
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [mysql])]
+async fn mysql_atomic_commit_time_commit_reply_lost_is_outcome_unknown_then_replays() {
+    commit_reply_lost(&["--mode", "atomic", "--strategy", "commit-time"]).await;
+}
+
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [mysql])]
+async fn mysql_atomic_claim_first_commit_reply_lost_is_outcome_unknown_then_replays() {
+    commit_reply_lost(&["--mode", "atomic", "--strategy", "claim-first"]).await;
+}
+
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [mysql])]
+async fn mysql_lease_commit_reply_lost_is_outcome_unknown_then_replays() {
+    // The record completes as the note's transaction's last statement: that COMMIT's reply.
+    commit_reply_lost(&["--mode", "lease"]).await;
+}
+
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [mysql])]
+async fn mysql_lease_note_insert_reply_lost_then_the_retry_finds_the_note() {
+    let app = start(&["--mode", "lease", "--separate-completion"]).await;
+    // The note's insert commits on its own. It is a prepared statement: its execution carries
+    // the title as a bound value, which no statement before it carries (the claim binds the
+    // key, not the body). Lose that execution's reply.
+    let title = "note lost-insert";
+    app.relay.arm(Trigger::ReplyTo(title.as_bytes().to_vec()));
+    let lost = app.post("lost-insert", title).await;
+    assert_eq!(app.relay.lost(), 1, "the insert's reply was dropped");
+    assert!(lost.status().is_server_error(), "{}", lost.status());
+    assert_eq!(app.notes_titled(title).await, 1);
+    // The claim was released: the retry runs again under the same record, so the same
+    // derived note id, and answers with the note the first attempt wrote.
+    let retry = app.post("lost-insert", title).await;
+    assert_eq!(retry.status(), 201);
+    let replay = app.post("lost-insert", title).await;
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    assert_eq!(id_of(retry).await, id_of(replay).await);
+    assert_eq!(app.notes_titled(title).await, 1);
+}
