@@ -28,6 +28,9 @@ pub(crate) enum Workload {
     /// Keyed create through the client middleware (idemkey-reqwest) against plain reqwest
     /// setting the key itself: what the client half costs a client.
     Middleware,
+    /// MySQL only: the statements the service sends for a keyed create against those of a
+    /// key-less create, in the run's mode and strategy, through sqlx without HTTP.
+    Statements,
     /// All of the above.
     All,
 }
@@ -43,6 +46,7 @@ impl Workload {
             Self::Ceiling,
             Self::Layer,
             Self::Middleware,
+            Self::Statements,
         ];
         if list.is_empty() {
             return every[..4].to_vec();
@@ -56,7 +60,7 @@ impl Workload {
 
     /// Whether it sends HTTP requests to the service.
     pub(crate) fn needs_service(self) -> bool {
-        !matches!(self, Self::Layer | Self::All)
+        !matches!(self, Self::Layer | Self::Statements | Self::All)
     }
 }
 
@@ -73,9 +77,10 @@ pub struct BenchArgs {
     /// The running service's bearer token (with --url).
     #[arg(long, env = "IDEMKEY_BENCH_TOKEN", hide_env_values = true)]
     pub(crate) token: Option<String>,
-    /// The database: `sqlite://FILE` or `postgres://...` (a fresh schema is made in it and
-    /// dropped at the end). Default: a new SQLite file in a temporary directory. With --url,
-    /// the service's own database, used as it is (for `ceiling` and `layer`).
+    /// The database: `sqlite://FILE`, `postgres://...` (a fresh schema is made in it and
+    /// dropped at the end) or `mysql://...` (a fresh database on that server, dropped at the
+    /// end). Default: a new SQLite file in a temporary directory. With --url, the service's
+    /// own database, used as it is (for `ceiling`, `layer` and `statements`).
     #[arg(long)]
     pub(crate) database_url: Option<String>,
     /// The mode of the service the bench starts: atomic or lease.
@@ -159,7 +164,7 @@ mod tests {
         use Workload::*;
         assert_eq!(Workload::expand(&[]), vec![Create, Replay, Storm, Mixed]);
         assert_eq!(Workload::expand(&[Layer, Create]), vec![Create, Layer]);
-        assert_eq!(Workload::expand(&[All]).len(), 7);
+        assert_eq!(Workload::expand(&[All]).len(), 8);
         assert!(parse_duration("5ms").is_err() && parse_duration("2s").is_ok());
     }
 }

@@ -1,7 +1,7 @@
 //! The database ceiling: the two rows a keyed create commits (the record with its stored
 //! response, and the note) written directly through sqlx, one transaction each, at the same
-//! concurrency, alternating with keyed creates over HTTP on the same database. PostgreSQL
-//! gets one connection per worker; SQLite one connection the workers queue for.
+//! concurrency, alternating with keyed creates over HTTP on the same database. PostgreSQL and
+//! MySQL get one connection per worker; SQLite one connection the workers queue for.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -10,9 +10,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use idemkey_core::StoredResponse;
 use idemkey_notes::{Mode, Note, NotesDb};
-use idemkey_sqlx::{PgStore, SqliteStore, SqlxStore};
+use idemkey_sqlx::{MySqlStore, PgStore, SqliteStore, SqlxStore};
 use sqlx::pool::PoolOptions;
-use sqlx::{Postgres, Sqlite};
+use sqlx::{MySql, Postgres, Sqlite};
 
 use super::Ctx;
 use super::report::{Ratio, WorkloadReport};
@@ -37,8 +37,13 @@ const INSERT_RECORD: &str = "INSERT INTO idemkey_records (actor, operation, idem
      request_id, response) VALUES ($1, 'create-note', $2, $3, 'v1', $4, 2, 1, NULL, $5, $6, \
      NULL, $7)";
 
+/// [`INSERT_RECORD`] with MySQL's placeholders.
+const MY_INSERT_RECORD: &str = "INSERT INTO idemkey_records (actor, operation, idem_key, \
+     record_id, version, fingerprint, state, token, lease_until, expires_at, created_at, \
+     request_id, response) VALUES (?, 'create-note', ?, ?, 'v1', ?, 2, 1, NULL, ?, ?, NULL, ?)";
+
 macro_rules! raw_db {
-    ($db:ty) => {
+    ($db:ty, $sql:expr) => {
         impl RawDb for $db {
             async fn insert_record(
                 conn: &mut Self::Connection,
@@ -46,7 +51,7 @@ macro_rules! raw_db {
                 response: &[u8],
             ) -> Result<(), sqlx::Error> {
                 let now = now_ms();
-                sqlx::query(INSERT_RECORD)
+                sqlx::query($sql)
                     .bind(ACTOR)
                     .bind(key)
                     .bind(uuid::Uuid::new_v4().as_bytes().as_slice())
@@ -62,8 +67,9 @@ macro_rules! raw_db {
     };
 }
 
-raw_db!(Sqlite);
-raw_db!(Postgres);
+raw_db!(Sqlite, INSERT_RECORD);
+raw_db!(Postgres, INSERT_RECORD);
+raw_db!(MySql, MY_INSERT_RECORD);
 
 fn now_ms() -> i64 {
     let since = SystemTime::now()
@@ -109,12 +115,15 @@ impl<DB: RawDb> RawTx<DB> {
 }
 
 /// A stored 201 the size of the service's: Location, Content-Type and the note as JSON.
-fn stored_response() -> Vec<u8> {
+pub(crate) fn stored_201() -> StoredResponse {
     let body = r#"{"id":"00000000-0000-0000-0000-000000000000","title":"bench-00000000-k-0-1","created_at":"2026-01-01T00:00:00.000Z"}"#;
     StoredResponse::new(201, body)
         .with_header("location", "/v1/notes/00000000-0000-0000-0000-000000000000")
         .with_header("content-type", "application/json")
-        .encode()
+}
+
+fn stored_response() -> Vec<u8> {
+    stored_201().encode()
 }
 
 /// Keyed creates over HTTP against the raw transaction, in alternating rounds.
@@ -123,8 +132,13 @@ pub(crate) async fn ceiling(
     url: &str,
     workers: &mut Vec<Worker>,
 ) -> anyhow::Result<(WorkloadReport, Vec<Ratio>)> {
-    if idemkey_server::is_postgres(url)? {
-        let connections = u32::try_from(ctx.concurrency).unwrap_or(u32::MAX);
+    let connections = u32::try_from(ctx.concurrency).unwrap_or(u32::MAX);
+    if idemkey_server::is_mysql(url) {
+        let options = MySqlStore::connect_options(url)?;
+        let store = MySqlStore::from_pool(pool_options(connections).connect_with(options).await?);
+        store.migrate().await?;
+        run(ctx, store, workers, "MySQL").await
+    } else if idemkey_server::is_postgres(url)? {
         let options = PgStore::connect_options(url)?;
         let store = PgStore::from_pool(pool_options(connections).connect_with(options).await?);
         store.migrate().await?;
@@ -140,7 +154,7 @@ pub(crate) async fn ceiling(
 }
 
 /// Connections not pinged at every acquire: the database alone.
-fn pool_options<DB: sqlx::Database>(connections: u32) -> PoolOptions<DB> {
+pub(crate) fn pool_options<DB: sqlx::Database>(connections: u32) -> PoolOptions<DB> {
     PoolOptions::new()
         .max_connections(connections)
         .test_before_acquire(false)

@@ -79,6 +79,11 @@ fn ticks(n: u64) -> Duration {
     Duration::from_micros(n * (1_000_000 / TICKS_PER_SECOND))
 }
 
+/// Another process's CPU time, every thread (the database server's, when it runs here).
+pub(crate) fn process(pid: u32) -> Option<Duration> {
+    process_ticks(pid).map(ticks)
+}
+
 /// A process's user and system time (`/proc/PID/stat` fields 14 and 15).
 fn process_ticks(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

@@ -1,13 +1,14 @@
-//! A fresh database for one run: a SQLite file in a temporary directory, or a PostgreSQL
-//! schema of its own; removed at the end.
+//! A fresh database for one run: a SQLite file in a temporary directory, a PostgreSQL
+//! schema of its own, or a MySQL (MariaDB) database of its own; removed at the end.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 use sqlx::Connection;
+use sqlx::mysql::MySqlConnection;
 use sqlx::postgres::PgConnection;
 
-use idemkey_server::{is_postgres, redact};
+use idemkey_server::{is_mysql, is_postgres, redact};
 
 /// The database a run uses, and how to clean it up.
 pub(crate) struct Fixture {
@@ -20,11 +21,13 @@ enum Cleanup {
     None,
     Directory(PathBuf),
     Schema { admin_url: String, schema: String },
+    Database { admin_url: String, database: String },
 }
 
 impl Fixture {
     /// A fresh database: `None` makes a SQLite file in a new temporary directory; a
-    /// `postgres://` URL gets a new schema; a `sqlite:` URL is used as it is, and kept.
+    /// `postgres://` URL gets a new schema, a `mysql://` (or `mariadb://`) URL a new
+    /// database on the same server; a `sqlite:` URL is used as it is, and kept.
     pub(crate) async fn prepare(url: Option<&str>, run: &str) -> anyhow::Result<Self> {
         let Some(url) = url else {
             let dir = std::env::temp_dir().join(format!("idemkey-bench-{run}"));
@@ -36,6 +39,9 @@ impl Fixture {
                 cleanup: Cleanup::Directory(dir),
             });
         };
+        if is_mysql(url) {
+            return Self::mysql(&mysql_url(url), run).await;
+        }
         if !is_postgres(url)? {
             return Ok(Self {
                 url: url.to_owned(),
@@ -60,10 +66,32 @@ impl Fixture {
         })
     }
 
+    /// A new database `idemkey_bench_RUN` on the server of `url` (the user needs `CREATE`
+    /// and `DROP`), in which the service and the workloads make their tables.
+    async fn mysql(url: &str, run: &str) -> anyhow::Result<Self> {
+        let database = format!("idemkey_bench_{run}");
+        let mut conn = MySqlConnection::connect(url)
+            .await
+            .with_context(|| format!("cannot connect to {}", redact(url)))?;
+        let create = format!("CREATE DATABASE {database} CHARACTER SET utf8mb4");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(create))
+            .execute(&mut conn)
+            .await
+            .with_context(|| format!("cannot create database {database}"))?;
+        let _ = conn.close().await;
+        Ok(Self {
+            url: with_database(url, &database),
+            cleanup: Cleanup::Database {
+                admin_url: url.to_owned(),
+                database,
+            },
+        })
+    }
+
     /// The database of a running service, used as it is and kept.
     pub(crate) fn existing(url: &str) -> Self {
         Self {
-            url: url.to_owned(),
+            url: mysql_url(url),
             cleanup: Cleanup::None,
         }
     }
@@ -74,6 +102,10 @@ impl Fixture {
             Cleanup::None => Ok(()),
             Cleanup::Directory(dir) => std::fs::remove_dir_all(dir).map_err(anyhow::Error::from),
             Cleanup::Schema { admin_url, schema } => drop_schema(admin_url, schema).await,
+            Cleanup::Database {
+                admin_url,
+                database,
+            } => drop_database(admin_url, database).await,
         };
         if let Err(error) = result {
             eprintln!("idemkey: warning: cleaning up the bench database failed: {error:#}");
@@ -88,6 +120,38 @@ async fn drop_schema(url: &str, schema: &str) -> anyhow::Result<()> {
         .await?;
     let _ = conn.close().await;
     Ok(())
+}
+
+async fn drop_database(url: &str, database: &str) -> anyhow::Result<()> {
+    let mut conn = MySqlConnection::connect(url).await?;
+    let drop = format!("DROP DATABASE {database}");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(drop))
+        .execute(&mut conn)
+        .await?;
+    let _ = conn.close().await;
+    Ok(())
+}
+
+/// A `mariadb://` URL as sqlx opens it (`mysql://`), as `idemkey serve` does; others as
+/// they are.
+pub(crate) fn mysql_url(url: &str) -> String {
+    url.replacen("mariadb://", "mysql://", 1)
+}
+
+/// A MySQL `url` naming `database` instead of its own (its path), query kept.
+pub(crate) fn with_database(url: &str, database: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("mysql", url));
+    let (before_query, query) = match rest.split_once('?') {
+        Some((before, query)) => (before, Some(query)),
+        None => (rest, None),
+    };
+    let authority = before_query.split('/').next().unwrap_or_default();
+    let mut out = format!("{scheme}://{authority}/{database}");
+    if let Some(query) = query {
+        out.push('?');
+        out.push_str(query);
+    }
+    out
 }
 
 /// `url` with every connection's `search_path` set to `schema` (libpq's `options`).
@@ -107,5 +171,17 @@ mod tests {
             "postgres://u@h/db?options=-c%20search_path%3Ds1"
         );
         assert!(with_search_path("postgres://u@h/db?sslmode=disable", "s").contains("&options="));
+    }
+
+    #[test]
+    fn the_database_replaces_the_path() {
+        let url = "mysql://root@127.0.0.1:3306/test";
+        assert_eq!(with_database(url, "b1"), "mysql://root@127.0.0.1:3306/b1");
+        assert_eq!(
+            with_database("mysql://u:p@h/db?ssl-mode=disabled", "b"),
+            "mysql://u:p@h/b?ssl-mode=disabled"
+        );
+        assert_eq!(with_database("mysql://h:3306", "b"), "mysql://h:3306/b");
+        assert_eq!(mysql_url("mariadb://h/db"), "mysql://h/db");
     }
 }

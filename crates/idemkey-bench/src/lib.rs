@@ -6,20 +6,23 @@
 //! the two sides in short rounds so that drift hits both: create with a key against create
 //! without one, a replay against a plain GET, a duplicate storm against a burst of distinct
 //! keys and lone requests, the service against the raw two-row transaction (`ceiling`),
-//! in-process, a router with the layer against the same router without it (`layer`), and
-//! keyed creates through the client middleware against plain reqwest (`middleware`).
+//! in-process, a router with the layer against the same router without it (`layer`),
+//! keyed creates through the client middleware against plain reqwest (`middleware`), and, on
+//! MySQL, the statements of a keyed create against those of a key-less one (`statements`).
 //!
 //! The files: `args` the command line, `client` one keep-alive connection per worker,
-//! `runner` rounds and workers, `workloads`, `storm` and `middleware` over HTTP, `ceiling` and
-//! `layer` without HTTP, `stats` histograms and `cpu` CPU times, `report` tables and
-//! JSON, `server` and `fixture` the service and the database the bench starts and
-//! removes; `limits`, `listing` and `printable` keep a hostile service (`--url`) from
-//! growing the bench's memory, hanging it, or writing to the terminal through it.
+//! `runner` rounds and workers, `workloads`, `storm` and `middleware` over HTTP, `ceiling`,
+//! `layer` and `statements` without HTTP, `stats` histograms and `cpu` CPU times,
+//! `dbstatus` a MySQL server's counters per side, `report` tables and JSON, `server` and
+//! `fixture` the service and the database the bench starts and removes; `limits`,
+//! `listing` and `printable` keep a hostile service (`--url`) from growing the bench's
+//! memory, hanging it, or writing to the terminal through it.
 
 mod args;
 mod ceiling;
 mod client;
 mod cpu;
+mod dbstatus;
 mod fixture;
 mod layer;
 mod limits;
@@ -29,6 +32,7 @@ mod printable;
 mod report;
 mod runner;
 mod server;
+mod statements;
 mod stats;
 mod storm;
 mod workloads;
@@ -65,7 +69,7 @@ pub(crate) struct Ctx {
 
 impl Ctx {
     /// The target for keyed / key-less create: atomic mode 0.85 on SQLite and 0.70 on
-    /// PostgreSQL, lease mode 0.45 (0.8 with the records in Redis); none for a
+    /// PostgreSQL and MySQL, lease mode 0.45 (0.8 with the records in Redis); none for a
     /// service measured from outside (`--url` without `--database-url`), whose database is
     /// unknown.
     fn create_target(&self) -> Option<f64> {
@@ -73,8 +77,8 @@ impl Ctx {
             // Lease mode with the records in Redis.
             return Some(0.8);
         }
-        let postgres = self.database_url.as_deref()?.starts_with("postgres");
-        Some(match (self.mode, postgres) {
+        let server = !self.database_url.as_deref()?.starts_with("sqlite");
+        Some(match (self.mode, server) {
             (Mode::Lease, _) => 0.45,
             (Mode::Atomic, true) => 0.70,
             (Mode::Atomic, false) => 0.85,
@@ -249,6 +253,23 @@ async fn one(
             ceiling::ceiling(ctx, url, workers).await?
         }
         (Workload::Layer, _) => layer::layer(ctx).await?,
+        (Workload::Statements, _) => {
+            let url = ctx
+                .database_url
+                .as_deref()
+                .filter(|url| idemkey_server::is_mysql(url))
+                .context(
+                    "statements runs on MySQL only (--database-url mysql://...); for SQLite and \
+                     PostgreSQL see scripts/pgbench-atomic and scripts/pgbench-lease",
+                )?;
+            let pattern = statements::Pattern::of(
+                ctx.mode,
+                args.strategy,
+                !args.no_lookup,
+                args.separate_completion,
+            );
+            statements::statements(ctx, url, pattern).await?
+        }
         (Workload::Middleware, Some(target)) => {
             middleware::middleware(ctx, target, workers).await?
         }

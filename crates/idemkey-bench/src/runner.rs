@@ -155,6 +155,21 @@ pub(crate) fn accumulate(side: &mut [Samples], round: &[Samples]) {
     }
 }
 
+/// What else is measured around each round of a pair, outside the round's own time: the
+/// database server's counters (see `dbstatus`).
+pub(crate) trait Observer {
+    /// Just before a round of side `side` (0: `a`, 1: `b`).
+    fn before(&mut self, side: usize) -> impl Future<Output = ()>;
+    /// Just after it.
+    fn after(&mut self, side: usize) -> impl Future<Output = ()>;
+}
+
+/// Observes nothing.
+impl Observer for () {
+    async fn before(&mut self, _side: usize) {}
+    async fn after(&mut self, _side: usize) {}
+}
+
 /// Runs `a` and `b` in alternating rounds (a b, b a, a b, ...) on the same workers.
 pub(crate) async fn pair<A: Op, B: Op>(
     a: &Arc<A>,
@@ -164,16 +179,30 @@ pub(crate) async fn pair<A: Op, B: Op>(
     rounds: u32,
     bar: &ProgressBar,
 ) -> (Vec<Samples>, Vec<Samples>) {
+    pair_observed(a, b, workers, (budget, rounds), bar, &mut ()).await
+}
+
+/// [`pair`], with `observer` told of each round; `split` is the budget and the rounds.
+pub(crate) async fn pair_observed<A: Op, B: Op, O: Observer>(
+    a: &Arc<A>,
+    b: &Arc<B>,
+    workers: &mut Vec<Worker>,
+    (budget, rounds): (Budget, u32),
+    bar: &ProgressBar,
+    observer: &mut O,
+) -> (Vec<Samples>, Vec<Samples>) {
     let mut side_a = vec![Samples::default(); a.classes()];
     let mut side_b = vec![Samples::default(); b.classes()];
     let share = budget.per_round(rounds);
     for r in 0..rounds.max(1) {
-        if r % 2 == 0 {
-            accumulate(&mut side_a, &round(a, workers, share).await);
-            accumulate(&mut side_b, &round(b, workers, share).await);
-        } else {
-            accumulate(&mut side_b, &round(b, workers, share).await);
-            accumulate(&mut side_a, &round(a, workers, share).await);
+        for side in [r % 2, 1 - r % 2] {
+            observer.before(side as usize).await;
+            if side == 0 {
+                accumulate(&mut side_a, &round(a, workers, share).await);
+            } else {
+                accumulate(&mut side_b, &round(b, workers, share).await);
+            }
+            observer.after(side as usize).await;
         }
         bar.inc(1);
     }

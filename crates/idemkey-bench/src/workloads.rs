@@ -10,6 +10,7 @@ use rand::Rng;
 
 use super::Ctx;
 use super::client::{Answer, note_body, note_id};
+use super::dbstatus;
 use super::report::{Ratio, WorkloadReport};
 use super::runner::{self, Op, Worker};
 
@@ -115,7 +116,7 @@ pub(crate) async fn create(ctx: &Ctx, workers: &mut Vec<Worker>) -> (WorkloadRep
         keyed: false,
         prefix: format!("{}-n", ctx.prefix),
     });
-    let (a, b) = runner::pair(&keyed, &plain, workers, ctx.budget, ctx.rounds, &bar).await;
+    let (a, b, status) = dbstatus::pair(ctx, &keyed, &plain, workers, &bar).await;
     bar.finish_and_clear();
     let (a, b) = (
         a[0].summary("create with a fresh key"),
@@ -126,7 +127,10 @@ pub(crate) async fn create(ctx: &Ctx, workers: &mut Vec<Worker>) -> (WorkloadRep
         Some(target) => Ratio::at_least(name, a.throughput, b.throughput, target),
         None => Ratio::info(name, a.throughput, b.throughput),
     };
-    (WorkloadReport::new("create", vec![a, b]), vec![ratio])
+    let notes = dbstatus::notes(status, &a, &b).await;
+    let mut report = WorkloadReport::new("create", vec![a, b]);
+    report.notes = notes;
+    (report, vec![ratio])
 }
 
 /// Replays of one key against `GET /v1/notes/{id}` of the note it created.

@@ -22,7 +22,8 @@ pub(crate) enum Command {
     Serve(ServeArgs),
     /// Delete expired idempotency records, in bounded batches.
     Sweep(DatabaseArgs),
-    /// Delete one idempotency record, so that its key executes again.
+    /// Delete one idempotency record, so that its key executes again, or every completed
+    /// record of an actor (`--actor` alone, or a proxy client's `--proxy-credential`).
     Forget(ForgetArgs),
     /// Check any API's idempotency keys from outside: retries, concurrency, mismatches.
     ///
@@ -228,17 +229,49 @@ pub(crate) struct OwnerGrace(pub(crate) Option<Duration>);
 pub(crate) struct ForgetArgs {
     #[command(flatten)]
     pub(crate) database: DatabaseArgs,
-    /// The actor the record belongs to.
-    #[arg(long)]
-    pub(crate) actor: String,
+    /// The actor, as stored. With --operation and --key, only that record; without them,
+    /// every completed record of the actor, whatever its operation and key (its records
+    /// still in flight or released for a retry hold no response and are kept; the count of
+    /// each is printed).
+    #[arg(long, required_unless_present = "proxy_credential")]
+    pub(crate) actor: Option<String>,
     /// The operation's name, or NAME:VERSION (`create-note:v1`): the whole value is tried as
     /// a name first, then the name before the last colon, only if that version wrote its
     /// record.
-    #[arg(long)]
-    pub(crate) operation: String,
+    #[arg(long, requires = "key")]
+    pub(crate) operation: Option<String>,
     /// The idempotency key, bare or quoted.
-    #[arg(long)]
-    pub(crate) key: String,
+    #[arg(long, requires = "operation")]
+    pub(crate) key: Option<String>,
+    /// Instead of --actor: the actor `idemkey proxy` gives this credential, as a client sends
+    /// it (`'Authorization: Bearer T'`), or `-` to read that line from stdin. Its digests are
+    /// computed as the proxy computes them (and the one of earlier versions); the credential
+    /// is never printed.
+    #[arg(long, value_name = "'HEADER: VALUE'", conflicts_with = "actor",
+        value_parser = |value: &str| Ok::<_, std::convert::Infallible>(Hidden(value.to_owned())))]
+    pub(crate) proxy_credential: Option<Hidden>,
+    /// With --proxy-credential: the proxy's --config file, for its `[actor]` settings (by
+    /// default the actor is the `Authorization` header's).
+    #[arg(long, value_name = "FILE", requires = "proxy_credential")]
+    pub(crate) config: Option<std::path::PathBuf>,
+    /// With --proxy-credential: a file holding the proxy's --secret, if it runs with one (its
+    /// final line ending is not part of it). Unset: IDEMKEY_SECRET, else the store's own.
+    #[arg(long, value_name = "FILE", requires = "proxy_credential")]
+    pub(crate) secret_file: Option<std::path::PathBuf>,
+    /// The proxy's --secret, from the environment only (IDEMKEY_SECRET).
+    #[arg(long, env = "IDEMKEY_SECRET", hide = true, hide_env_values = true,
+        value_parser = |value: &str| parse_secret(value).map(Hidden))]
+    pub(crate) secret: Option<Hidden>,
+}
+
+/// A value that may be a credential or a secret: never shown by `Debug`.
+#[derive(Clone)]
+pub(crate) struct Hidden(pub(crate) String);
+
+impl std::fmt::Debug for Hidden {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Hidden(..)")
+    }
 }
 
 pub(crate) fn parse_secret(value: &str) -> Result<String, String> {
@@ -270,6 +303,11 @@ pub(crate) struct ConnectionArgs {
     #[arg(long, env = "IDEMKEY_BODY_TIMEOUT", default_value = "10s", value_parser = parse_timeout,
         hide_short_help = true)]
     pub(crate) body_timeout: Duration,
+    /// How long a whole request body may take from the end of its headers, however steadily
+    /// it trickles; past it the request is answered 408 and its connection closed, e.g. `60s`.
+    #[arg(long, env = "IDEMKEY_BODY_DEADLINE", default_value = "60s",
+        value_parser = parse_body_deadline, hide_short_help = true)]
+    pub(crate) body_deadline: Duration,
     /// Connections open at once; more wait to be accepted.
     #[arg(long, env = "IDEMKEY_MAX_CONNECTIONS", default_value_t = 1024,
         value_parser = clap::value_parser!(u32).range(1..=1_000_000), hide_short_help = true)]
@@ -282,6 +320,7 @@ impl ConnectionArgs {
         idemkey_server::Limits::default()
             .header_read_timeout(self.header_timeout)
             .body_timeout(self.body_timeout)
+            .body_deadline(self.body_deadline)
             .max_connections(usize::try_from(self.max_connections).unwrap_or(usize::MAX))
     }
 }
@@ -329,6 +368,15 @@ pub(crate) fn parse_timeout(value: &str) -> Result<Duration, String> {
         Duration::from_millis(100),
         "a timeout must be at least 100ms",
         "10s, 1500ms",
+    )
+}
+
+fn parse_body_deadline(value: &str) -> Result<Duration, String> {
+    duration_at_least(
+        value,
+        Duration::from_millis(100),
+        "a body deadline must be at least 100ms",
+        "60s, 1500ms",
     )
 }
 

@@ -4,11 +4,13 @@ use std::future::Future;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use http::{HeaderMap, HeaderName, HeaderValue};
 use idemkey_core::{Key, Operation, Scope, Store};
+use idemkey_proxy::{ActorConfig, ProxyConfig, request_actors};
 use idemkey_tower::sweep_all;
 
 use crate::cli::{DatabaseArgs, ForgetArgs};
-use idemkey_server::{Database, RedisRecords, RedisSetup, open_redis};
+use idemkey_server::{Database, RedisRecords, RedisSetup, is_redis, open_redis};
 
 /// Deletes every expired record, batch by batch.
 pub(crate) async fn sweep(args: DatabaseArgs) -> anyhow::Result<ExitCode> {
@@ -32,20 +34,33 @@ fn maintenance_setup(args: &DatabaseArgs) -> RedisSetup {
     }
 }
 
-/// Deletes the one record named; exits 1 when there is none.
+/// Deletes the one record named, or every completed record of the actor; exits 1 when
+/// there is none.
 ///
 /// `--operation` is tried whole as the operation's name first; if nothing is there and it
 /// ends in `:VERSION`, the record of the name before the last colon is deleted only if that
-/// version wrote it. No other record is ever deleted in its place.
+/// version wrote it. No other record is ever deleted in its place. Every argument is checked
+/// before the store is opened.
 pub(crate) async fn forget(args: ForgetArgs) -> anyhow::Result<ExitCode> {
-    let key = Key::parse(args.key.as_bytes())
+    let key = args
+        .key
+        .as_deref()
+        .map(|key| Key::parse(key.as_bytes()))
+        .transpose()
         .map_err(|error| anyhow::anyhow!("invalid --key: {error}"))?;
-    if let Some(url) = &args.database.records_url {
+    let whom = Whom::from_args(&args)?;
+    let url = &args.database.database_url;
+    if let Some(url) = args
+        .database
+        .records_url
+        .as_ref()
+        .or(is_redis(url).then_some(url))
+    {
         let records = open_redis(url, maintenance_setup(&args.database)).await?;
-        return forget_in(&records, &args, &key).await;
+        return forget_in(&records, &args, &whom, key.as_ref()).await;
     }
-    let store = Database::open(&args.database.database_url, false).await?;
-    forget_in(&store, &args, &key).await
+    let store = Database::open(url, false).await?;
+    forget_in(&store, &args, &whom, key.as_ref()).await
 }
 
 /// What `forget` needs of a store besides [`Store::forget`]: deleting a scope's record only
@@ -82,32 +97,207 @@ impl ForgetVersion for RedisRecords {
 async fn forget_in(
     store: &impl ForgetVersion,
     args: &ForgetArgs,
-    key: &Key,
+    whom: &Whom,
+    key: Option<&Key>,
 ) -> anyhow::Result<ExitCode> {
-    let scope =
-        |name: &str| Scope::new(args.actor.as_str(), &Operation::new(name, ""), key.clone());
+    let actors = whom.actors(store).await?;
+    let (Some(key), Some(operation)) = (key, &args.operation) else {
+        return forget_actors(store, whom, &actors).await;
+    };
+    for actor in &actors {
+        if forget_one(store, actor, operation, key).await? {
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+    eprintln!("idemkey: no record of that actor, operation (and version) and key");
+    Ok(ExitCode::FAILURE)
+}
+
+/// Deletes the record of `actor`, `operation` (or its NAME:VERSION) and `key`, if any.
+async fn forget_one(
+    store: &impl ForgetVersion,
+    actor: &str,
+    operation: &str,
+    key: &Key,
+) -> anyhow::Result<bool> {
+    let scope = |name: &str| Scope::new(actor, &Operation::new(name, ""), key.clone());
     if store
-        .forget(&scope(&args.operation))
+        .forget(&scope(operation))
         .await
         .context("forget failed")?
     {
-        println!(
-            "forgot the record of actor {:?}, operation {:?}",
-            args.actor, args.operation
-        );
-        return Ok(ExitCode::SUCCESS);
+        println!("forgot the record of actor {actor:?}, operation {operation:?}");
+        return Ok(true);
     }
-    if let Some((name, version)) = args.operation.rsplit_once(':')
+    if let Some((name, version)) = operation.rsplit_once(':')
         && ForgetVersion::forget_version(store, &scope(name), version)
             .await
             .context("forget failed")?
     {
-        println!(
-            "forgot the record of actor {:?}, operation {name:?} version {version:?}",
-            args.actor
-        );
-        return Ok(ExitCode::SUCCESS);
+        println!("forgot the record of actor {actor:?}, operation {name:?} version {version:?}");
+        return Ok(true);
     }
-    eprintln!("idemkey: no record of that actor, operation (and version) and key");
-    Ok(ExitCode::FAILURE)
+    Ok(false)
+}
+
+/// Deletes every completed record of each of `actors` (one actor, or the digests of one
+/// credential); prints how many were forgotten and kept.
+async fn forget_actors(
+    store: &impl Store,
+    whom: &Whom,
+    actors: &[String],
+) -> anyhow::Result<ExitCode> {
+    let (mut forgotten, mut kept) = (0, 0);
+    for actor in actors {
+        let done = store.forget_actor(actor).await.context("forget failed")?;
+        forgotten += done.forgotten;
+        kept += done.kept;
+    }
+    if forgotten == 0 && kept == 0 {
+        eprintln!(
+            "idemkey: no records of {}{}",
+            whom.label(actors),
+            whom.hint()
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    println!(
+        "forgot {forgotten} records of {}; kept {kept} without a response (in flight, or released for a retry){}",
+        whom.label(actors),
+        if kept > 0 {
+            ": run again once they are done, as one in flight may still store its answer"
+        } else {
+            ""
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Whose records `forget` deletes: an actor as stored, or the actors `idemkey proxy` gives a
+/// credential (its keyed digest, and the plain one of earlier versions).
+enum Whom {
+    Actor(String),
+    Credential {
+        headers: HeaderMap,
+        config: ActorConfig,
+        /// The proxy's --secret; `None`: the store's own, read once the store is open.
+        secret: Option<Vec<u8>>,
+    },
+}
+
+impl Whom {
+    /// Reads and checks --actor, or --proxy-credential with --config and the secret.
+    fn from_args(args: &ForgetArgs) -> anyhow::Result<Self> {
+        if let Some(actor) = &args.actor {
+            return Ok(Self::Actor(actor.clone()));
+        }
+        let Some(credential) = &args.proxy_credential else {
+            anyhow::bail!("--actor or --proxy-credential is required");
+        };
+        let headers = if credential.0 == "-" {
+            let mut line = String::new();
+            std::io::stdin()
+                .read_line(&mut line)
+                .context("cannot read --proxy-credential from stdin")?;
+            credential_headers(&line)?
+        } else {
+            credential_headers(&credential.0)?
+        };
+        let config = match &args.config {
+            Some(path) => ProxyConfig::load(path)?.actor,
+            None => ActorConfig::default(),
+        };
+        let secret = match (&args.secret_file, &args.secret) {
+            (Some(path), _) => Some(secret_in(path)?),
+            (None, Some(secret)) => Some(secret.0.clone().into_bytes()),
+            (None, None) => None,
+        };
+        // Whatever the secret, a credential the proxy does not read has no actor.
+        if request_actors(&config, b"-", &headers)?.is_empty() {
+            anyhow::bail!(
+                "--proxy-credential is not a credential the proxy reads (the Authorization header unless its --config says otherwise under [actor])"
+            );
+        }
+        Ok(Self::Credential {
+            headers,
+            config,
+            secret,
+        })
+    }
+
+    /// The stored actors named: the proxy's digests need the secret, the store's by default.
+    async fn actors(&self, store: &impl Store) -> anyhow::Result<Vec<String>> {
+        let (headers, config, secret) = match self {
+            Self::Actor(actor) => return Ok(vec![actor.clone()]),
+            Self::Credential {
+                headers,
+                config,
+                secret,
+            } => (headers, config, secret),
+        };
+        let secret = match secret {
+            Some(secret) => secret.clone(),
+            None => store
+                .secret()
+                .await
+                .context("cannot read the store's secret")?
+                .to_vec(),
+        };
+        Ok(request_actors(config, &secret, headers)?)
+    }
+
+    /// Who, for the lines printed: the digests, never the credential.
+    fn label(&self, actors: &[String]) -> String {
+        match self {
+            Self::Actor(actor) => format!("actor {actor:?}"),
+            Self::Credential { .. } => {
+                format!("that credential's proxy actor ({})", actors.join(", "))
+            }
+        }
+    }
+
+    /// What to check when no record was found.
+    fn hint(&self) -> &'static str {
+        match self {
+            Self::Credential { secret: None, .. } => {
+                " (if the proxy runs with --secret, give forget the same secret: --secret-file or IDEMKEY_SECRET)"
+            }
+            _ => "",
+        }
+    }
+}
+
+/// The headers of a credential line, `NAME: VALUE`. The value is never part of an error.
+fn credential_headers(line: &str) -> anyhow::Result<HeaderMap> {
+    let invalid = || {
+        anyhow::anyhow!(
+            "invalid --proxy-credential: expected 'HEADER: VALUE' (the value is not shown)"
+        )
+    };
+    let (name, value) = line.split_once(':').ok_or_else(invalid)?;
+    let name = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| invalid())?;
+    let value = value.trim();
+    if value.is_empty() {
+        return Err(invalid());
+    }
+    let value = HeaderValue::from_str(value).map_err(|_| invalid())?;
+    let mut headers = HeaderMap::new();
+    headers.insert(name, value);
+    Ok(headers)
+}
+
+/// The secret in `path`, without its final line ending.
+fn secret_in(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    let mut secret = std::fs::read(path)
+        .with_context(|| format!("cannot read --secret-file {}", path.display()))?;
+    if secret.ends_with(b"\n") {
+        secret.pop();
+        if secret.ends_with(b"\r") {
+            secret.pop();
+        }
+    }
+    if secret.is_empty() {
+        anyhow::bail!("--secret-file {} is empty", path.display());
+    }
+    Ok(secret)
 }

@@ -78,5 +78,5 @@ pub use record::{
 };
 pub use response::{DecodeError, StoredResponse};
 pub use scope::{Operation, Scope};
-pub use store::{Store, TryClaim};
+pub use store::{ActorForgotten, Store, TryClaim};
 pub use turns::{Follower, Identity, OwnTurn, Turn, Turns};

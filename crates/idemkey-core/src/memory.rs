@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::{
-    Claim, ClaimRequest, DerivedKeys, Error, Fingerprint, OwnerId, Record, RecordId, RecordState,
-    Result, Scope, Store, StoredResponse, TryClaim,
+    ActorForgotten, Claim, ClaimRequest, DerivedKeys, Error, Fingerprint, OwnerId, Record,
+    RecordId, RecordState, Result, Scope, Store, StoredResponse, TryClaim,
 };
 
 /// A source of wall-clock time in milliseconds since the Unix epoch.
@@ -285,6 +285,21 @@ impl Store for MemoryStore {
 
     async fn forget(&self, scope: &Scope) -> Result<bool> {
         Ok(self.lock().remove(scope).is_some())
+    }
+
+    async fn forget_actor(&self, actor: &str) -> Result<ActorForgotten> {
+        let now = self.clock.now_ms();
+        let mut rows = self.lock();
+        let before = rows.len();
+        rows.retain(|scope, row| {
+            let gone = row.expires_at <= now || matches!(row.state, RowState::Completed(_));
+            scope.actor != actor || !gone
+        });
+        let kept = rows.keys().filter(|scope| scope.actor == actor).count();
+        Ok(ActorForgotten {
+            forgotten: (before - rows.len()) as u64,
+            kept: kept as u64,
+        })
     }
 
     async fn sweep(&self, batch: u32) -> Result<u64> {

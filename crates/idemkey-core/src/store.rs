@@ -4,7 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::{Claim, ClaimRequest, OwnerId, Record, Result, Scope, StoredResponse};
+use crate::{Claim, ClaimRequest, Error, OwnerId, Record, Result, Scope, StoredResponse};
 
 /// The outcome of [`Store::try_claim`].
 #[derive(Clone, Debug)]
@@ -13,6 +13,25 @@ pub enum TryClaim {
     Claimed(Claim),
     /// A live record exists; [`crate::decide`] says what it means for this request.
     Existing(Record),
+}
+
+/// What [`Store::forget_actor`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ActorForgotten {
+    /// The records deleted: the actor's completed records, and any of its expired ones.
+    pub forgotten: u64,
+    /// The actor's live records left after the deletion: in flight (a request is still
+    /// executing) or released for a retry, or completed since. None of them held a response
+    /// when they were passed over; one in flight may complete and replay after.
+    pub kept: u64,
+}
+
+impl ActorForgotten {
+    /// `forgotten` records deleted, `kept` live ones left: for stores outside this crate.
+    pub fn new(forgotten: u64, kept: u64) -> Self {
+        Self { forgotten, kept }
+    }
 }
 
 /// A store of idempotency records for lease mode.
@@ -62,6 +81,24 @@ pub trait Store: Clone + Send + Sync + 'static {
 
     /// Deletes one scope's record, whatever its state. `true` if there was one.
     fn forget(&self, scope: &Scope) -> impl Future<Output = Result<bool>> + Send;
+
+    /// Deletes every completed record of `actor`, whatever its operation and key, and any of
+    /// its expired records, so that none of its stored responses is replayed again (behaviour
+    /// [§9](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#9-retention-and-time)): for a credential revoked upstream, whose
+    /// replays would otherwise outlive it for the retention.
+    ///
+    /// A record without a response is kept and counted in [`ActorForgotten::kept`]: one in
+    /// flight still has its request executing, which a deletion would let a retry execute a
+    /// second time beside it; a released one keeps its record id, so the derived keys, for
+    /// its retry. Each record is deleted in a short write of its own or in small batches, so
+    /// requests are served meanwhile. The default refuses with [`Error::Backend`]: a store
+    /// that can enumerate an actor's records overrides it.
+    fn forget_actor(&self, actor: &str) -> impl Future<Output = Result<ActorForgotten>> + Send {
+        let _ = actor;
+        std::future::ready(Err(Error::Backend(
+            "this store cannot forget all of an actor's records".into(),
+        )))
+    }
 
     /// Deletes up to `batch` expired records in one short transaction, re-checking expiry in
     /// the delete itself. Returns how many it deleted; call again until it returns 0.

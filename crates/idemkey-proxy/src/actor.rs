@@ -6,13 +6,14 @@
 use std::sync::{Arc, OnceLock};
 
 use hmac::{Hmac, Mac};
-use http::HeaderName;
 use http::header::COOKIE;
 use http::request::Parts;
+use http::{HeaderMap, HeaderName};
 use idemkey_tower::MakeActor;
 use sha2::{Digest, Sha256};
 
-use crate::config::ActorSource;
+use crate::config::{ActorConfig, ActorSource};
+use crate::error::Result;
 
 /// The [`MakeActor`] of the proxy.
 #[derive(Clone, Debug)]
@@ -112,6 +113,46 @@ impl ProxyActor {
             .finalize();
         Some(format!("{kind}:{}", hex::encode(&hash[..16])))
     }
+}
+
+/// The actors under which the proxy keeps the records of a request carrying `headers`, with
+/// `config`'s actor settings and `secret`, the secret behind derived keys (the proxy's
+/// `--secret`, or else the store's own): the keyed digest first, then the plain digest that
+/// versions before it gave the same credential, if any (their records are still honoured
+/// until they expire). A trusted gateway's header gives its value as the actor.
+///
+/// Empty when the headers carry no credential the proxy reads: such a request is refused, or
+/// with `anonymous = true` shares the actor `anonymous`, which names no credential. For tools
+/// that forget one credential's records (`idemkey forget --proxy-credential`); the credential
+/// is neither kept nor logged.
+pub fn request_actors(
+    config: &ActorConfig,
+    secret: &[u8],
+    headers: &HeaderMap,
+) -> Result<Vec<String>> {
+    let key = ActorKey::default();
+    key.set_from(secret);
+    let actor = ProxyActor {
+        source: config.source()?,
+        anonymous: config
+            .anonymous
+            .then(|| config.credential_headers())
+            .transpose()?
+            .map(Into::into),
+        key,
+    };
+    let mut request = http::Request::new(());
+    *request.headers_mut() = headers.clone();
+    let (parts, ()) = request.into_parts();
+    let mut actors: Vec<String> = actor
+        .make_actor(&parts)
+        .filter(|actor| actor != "anonymous")
+        .into_iter()
+        .collect();
+    if !actors.is_empty() {
+        actors.extend(actor.unkeyed(&parts));
+    }
+    Ok(actors)
 }
 
 /// The actor of a request without the configured credential: `anonymous` only if it carries
@@ -214,6 +255,36 @@ mod tests {
         assert_ne!(a, c);
         let unkeyed = actor.unkeyed(&parts(&[("authorization", "Bearer a")]));
         assert!(unkeyed.is_some_and(|unkeyed| unkeyed != a));
+    }
+
+    #[test]
+    fn request_actors_are_the_proxys_own() {
+        let config = ActorConfig::default();
+        let headers = parts(&[("authorization", "Bearer a")]).headers;
+        let actors = request_actors(&config, b"secret", &headers).unwrap();
+        let proxy = ProxyActor {
+            source: ActorSource::Header(http::header::AUTHORIZATION),
+            anonymous: None,
+            key: keyed(),
+        };
+        let request = parts(&[("authorization", "Bearer a")]);
+        let expected = [proxy.make_actor(&request), proxy.unkeyed(&request)];
+        assert_eq!(actors, expected.map(Option::unwrap));
+        let other = parts(&[("x-api-key", "a")]).headers;
+        assert!(
+            request_actors(&config, b"secret", &other)
+                .unwrap()
+                .is_empty()
+        );
+        let anonymous = ActorConfig {
+            anonymous: true,
+            ..ActorConfig::default()
+        };
+        assert!(
+            request_actors(&anonymous, b"secret", &HeaderMap::new())
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]

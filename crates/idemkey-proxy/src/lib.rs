@@ -53,6 +53,7 @@ mod routes;
 mod server;
 mod upstream;
 
+pub use actor::request_actors;
 pub use builder::ProxyBuilder;
 pub use caps::{CapStore, CapValue};
 pub use config::{ActorConfig, ProxyConfig, RouteConfig, UpstreamConfig};

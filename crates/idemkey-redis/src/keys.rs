@@ -54,6 +54,22 @@ impl Keys {
         [set, bytes]
     }
 
+    /// The `SCAN` pattern of every record key (`{prefix}:{` 64 characters `}`), the prefix's
+    /// glob characters escaped: neither the secret nor anything else under the prefix matches.
+    pub(crate) fn record_pattern(&self) -> String {
+        let mut pattern = String::with_capacity(self.prefix.len() + 68);
+        for c in self.prefix.chars() {
+            if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+                pattern.push('\\');
+            }
+            pattern.push(c);
+        }
+        pattern.push_str(":{");
+        pattern.push_str(&"?".repeat(64));
+        pattern.push('}');
+        pattern
+    }
+
     /// `{prefix}:secret`: the derived-key secret, kept apart from every record.
     pub(crate) fn secret(&self) -> String {
         format!("{}:secret", self.prefix)
@@ -106,6 +122,14 @@ mod tests {
         let [set, bytes] = keys.ledger("actor {x}");
         assert!(set.starts_with("app:idem:actor:{") && set.ends_with('}'));
         assert_eq!(bytes, format!("{set}:bytes"));
+    }
+
+    #[test]
+    fn the_record_pattern_escapes_the_prefix() {
+        let keys = Keys::new("app*[x]").unwrap();
+        let pattern = keys.record_pattern();
+        assert_eq!(pattern, format!("app\\*\\[x\\]:{{{}}}", "?".repeat(64)));
+        assert_eq!(keys.record(&scope("a", "b")).len(), pattern.len() - 3);
     }
 
     #[test]

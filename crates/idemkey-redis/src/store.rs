@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use idemkey_core::{
-    ActorCaps, Claim, ClaimRequest, DerivedKeys, Error, Record, RecordId, Result, SECRET_LEN,
-    Scope, Store, StoredResponse, TryClaim,
+    ActorCaps, ActorForgotten, Claim, ClaimRequest, DerivedKeys, Error, Record, RecordId, Result,
+    SECRET_LEN, Scope, Store, StoredResponse, TryClaim,
 };
 use redis::aio::ConnectionLike;
 use redis::{FromRedisValue, ScriptInvocation, Value};
@@ -18,6 +18,8 @@ use crate::error::{Sent, store_error, timed_out};
 use crate::keys::{DEFAULT_PREFIX, Keys};
 use crate::record::{self, Claimed};
 use crate::scripts::scripts;
+
+mod scan;
 
 /// The longest duration sent to a script, in ms (about 34 years): the scripts add times as Lua
 /// numbers (doubles), exact only up to 2^53.
@@ -455,6 +457,12 @@ where
         // Whatever the reply: a forget that failed after its deletion must not leave a copy.
         self.uncache(scope);
         self.forgotten(scope, record::done(&forgotten?)?).await
+    }
+
+    /// One `SCAN` pass over the store's record keys, on every master of a cluster: Redis
+    /// keeps no index of an actor's records (see `store/scan.rs` for what it costs).
+    async fn forget_actor(&self, actor: &str) -> Result<ActorForgotten> {
+        self.forget_actor_by_scan(actor).await
     }
 
     /// Nothing to do: every record's key carries its expiry (`PEXPIREAT`), and Redis deletes

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idemkey_core::{
-    Claim, ClaimRequest, OwnerId, Record, Result, Scope, Store, StoredResponse, TryClaim,
+    ActorForgotten, Claim, ClaimRequest, OwnerId, Record, Result, Scope, Store, StoredResponse,
+    TryClaim,
 };
 
 use crate::database::Database;
@@ -57,6 +58,10 @@ impl Store for Database {
 
     async fn forget(&self, scope: &Scope) -> Result<bool> {
         on_backend!(self, store => store.forget(scope).await)
+    }
+
+    async fn forget_actor(&self, actor: &str) -> Result<ActorForgotten> {
+        on_backend!(self, store => store.forget_actor(actor).await)
     }
 
     async fn sweep(&self, batch: u32) -> Result<u64> {

@@ -2,8 +2,9 @@
 //! open their stores through this crate, so that both behave alike.
 //!
 //! - [`serve`] runs a router within [`Limits`]: a header read timeout, a body inactivity
-//!   timeout and a cap on open connections, then drains the open requests once its shutdown
-//!   future completes (usually [`shutdown`]: SIGINT or SIGTERM).
+//!   timeout, a deadline on a whole body and a cap on open connections, then drains the
+//!   open requests once its shutdown future completes (usually [`shutdown`]: SIGINT or
+//!   SIGTERM).
 //! - [`init_tracing`] sends logs to stderr, filtered by `RUST_LOG`.
 //! - [`Database::open`] and [`open_redis`] open the store a URL names; a [`Database`] is a
 //!   [`Store`](idemkey_core::Store) itself, whichever backend it holds. [`redact`] names
@@ -23,6 +24,7 @@
 //! # }
 //! ```
 
+mod body_time;
 mod database;
 mod dispatch;
 mod error;

@@ -1,8 +1,9 @@
 //! The HTTP/1.1 and HTTP/2 (cleartext, prior knowledge) server of `idemkey serve` and
 //! `idemkey proxy`, with the bounds that keep slow or hostile clients
-//! from exhausting it (behaviour [§11](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#11-security)): a header read timeout, a body inactivity timeout and a
-//! cap on open connections. `axum::serve` has none of them: a client that sent half its
-//! headers kept its connection, and a file descriptor, for as long as it liked.
+//! from exhausting it (behaviour [§11](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#11-security)): a header read timeout, a body inactivity timeout, a
+//! deadline on a whole body ([`body_time`](crate::body_time)) and a cap on open
+//! connections. `axum::serve` has none of them: a client that sent half its headers kept its
+//! connection, and a file descriptor, for as long as it liked.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -18,7 +19,8 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tower::ServiceExt;
-use tower_http::timeout::RequestBodyTimeoutLayer;
+
+use crate::body_time::{self, BodyTime};
 
 /// How long an accept error (out of file descriptors) pauses accepting.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
@@ -28,6 +30,7 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 pub struct Limits {
     header_read_timeout: Duration,
     body_timeout: Duration,
+    body_deadline: Duration,
     max_connections: usize,
 }
 
@@ -36,6 +39,7 @@ impl Default for Limits {
         Self {
             header_read_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(10),
+            body_deadline: Duration::from_secs(60),
             max_connections: 1024,
         }
     }
@@ -58,6 +62,17 @@ impl Limits {
         self
     }
 
+    /// How long a whole request body may take, counted from the request's head, however
+    /// steadily it arrives: a body trickled inside the [`body_timeout`](Self::body_timeout)
+    /// cannot hold its connection past it. A body cut off by either bound is answered 408
+    /// `body-unreadable`, before anything runs, and its connection closed. Defaults to 60 s;
+    /// raise it for large uploads over slow links.
+    #[must_use]
+    pub fn body_deadline(mut self, deadline: Duration) -> Self {
+        self.body_deadline = deadline;
+        self
+    }
+
     /// Connections open at once; the next waits in the kernel's accept queue. Defaults to
     /// 1024; 0 counts as 1.
     #[must_use]
@@ -75,7 +90,11 @@ pub async fn serve(
     limits: Limits,
     shutdown: impl Future<Output = ()>,
 ) {
-    let app = app.layer(RequestBodyTimeoutLayer::new(limits.body_timeout));
+    let time = BodyTime {
+        silence: limits.body_timeout,
+        deadline: limits.body_deadline,
+    };
+    let app = app.layer(axum::middleware::from_fn_with_state(time, body_time::bound));
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);

@@ -183,6 +183,15 @@ pub trait Backend: Database + Sealed {
         version: &str,
     ) -> impl Future<Output = Result<bool>> + Send;
 
+    /// Deletes up to `batch` of `actor`'s completed or expired records (see
+    /// [`Store::forget_actor`](idemkey_core::Store::forget_actor)), re-checking both in the
+    /// delete. Returns how many it deleted.
+    fn forget_actor(
+        conn: &mut Self::Connection,
+        actor: &str,
+        batch: u32,
+    ) -> impl Future<Output = Result<u64>> + Send;
+
     /// See [`Store::sweep`](idemkey_core::Store::sweep).
     fn sweep(conn: &mut Self::Connection, batch: u32) -> impl Future<Output = Result<u64>> + Send;
 

@@ -82,4 +82,9 @@ impl ReplayCache {
     pub(crate) fn forget(&self, scope: &Scope) {
         self.entries.remove(scope);
     }
+
+    /// Drops every copy of `actor`'s records: this process forgot them.
+    pub(crate) fn forget_actor(&self, actor: &str) {
+        self.entries.retain(|scope, _| scope.actor != actor);
+    }
 }

@@ -1,6 +1,6 @@
 //! The fenced statements whose code is the same on every backend, once: each backend's
 //! `impl Backend` expands [`fenced_statements!`] with its own SQL constants (`INSERT_COMPLETED`, `RECLAIM`,
-//! `COMPLETE`, `RELEASE`, `DISCARD`, `EXTEND`, `FORGET`, `FORGET_VERSION`, `SWEEP`, `ACTOR_USAGE`, `SECRET_INSERT`,
+//! `COMPLETE`, `RELEASE`, `DISCARD`, `EXTEND`, `FORGET`, `FORGET_VERSION`, `FORGET_ACTOR`, `SWEEP`, `ACTOR_USAGE`, `SECRET_INSERT`,
 //! `SECRET_SELECT`, `BEAT`, `OWNERS_SWEEP`) and its own typed helpers
 //! (`scoped`, `held`, `token_of`) in scope; [`claim_with!`] likewise gives each backend the
 //! claim's upsert-then-lookup.
@@ -20,7 +20,7 @@ macro_rules! completed {
 }
 
 /// Expands to the `insert_completed`, `reclaim`, `complete`, `release`, `discard`, `extend`,
-/// `beat`, `forget`, `forget_version`, `sweep`, `actor_usage`
+/// `beat`, `forget`, `forget_version`, `forget_actor`, `sweep`, `actor_usage`
 /// and `load_secret` methods of an `impl Backend` block.
 macro_rules! fenced_statements {
     () => {
@@ -147,6 +147,16 @@ macro_rules! fenced_statements {
                 .await
                 .map_err(store_error)?;
             Ok(done.rows_affected() > 0)
+        }
+
+        async fn forget_actor(conn: &mut Self::Connection, actor: &str, batch: u32) -> Result<u64> {
+            let done = sqlx::query(FORGET_ACTOR)
+                .bind(actor)
+                .bind(i64::from(batch))
+                .execute(conn)
+                .await
+                .map_err(store_error)?;
+            Ok(done.rows_affected())
         }
 
         async fn sweep(conn: &mut Self::Connection, batch: u32) -> Result<u64> {

@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idemkey_core::{
-    ActorCaps, Claim, ClaimRequest, DerivedKeys, Error, Record, Result, Scope, Store,
-    StoredResponse, TryClaim,
+    ActorCaps, ActorForgotten, Claim, ClaimRequest, DerivedKeys, Error, Record, Result, Scope,
+    Store, StoredResponse, TryClaim,
 };
 use sqlx::pool::PoolConnection;
 use sqlx::{Pool, Transaction};
@@ -20,6 +20,10 @@ use crate::failpoints::Point;
 /// How many times lease mode's claim runs when the live record it met is gone before it can
 /// be read: each time means another request removed that record in between.
 const CLAIM_ATTEMPTS: usize = 3;
+
+/// How many of an actor's records one statement of [`Store::forget_actor`] deletes: each
+/// batch is a short write of its own, so requests queue behind none for long.
+const FORGET_BATCH: u32 = 500;
 
 /// A store of idempotency records in a SQL database, sharing the application's pool.
 ///
@@ -322,6 +326,27 @@ impl<DB: Backend> Store for SqlxStore<DB> {
             cache.forget(scope);
         }
         forgotten
+    }
+
+    async fn forget_actor(&self, actor: &str) -> Result<ActorForgotten> {
+        let mut forgotten = 0;
+        loop {
+            let deleted =
+                DB::forget_actor(&mut *self.write_conn().await?, actor, FORGET_BATCH).await;
+            // Whatever the outcome: a batch that failed after its deletion must not leave a copy.
+            if let Some(cache) = &self.cache {
+                cache.forget_actor(actor);
+            }
+            let deleted = deleted?;
+            forgotten += deleted;
+            if deleted < u64::from(FORGET_BATCH) {
+                break;
+            }
+        }
+        let kept = DB::actor_usage(&mut *self.conn().await?, actor)
+            .await?
+            .records;
+        Ok(ActorForgotten::new(forgotten, kept))
     }
 
     async fn sweep(&self, batch: u32) -> Result<u64> {

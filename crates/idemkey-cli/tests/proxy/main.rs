@@ -6,6 +6,7 @@
 //! releases it.
 #![allow(clippy::unwrap_used)]
 
+mod forget_actor;
 mod upstream;
 
 use std::time::Duration;

@@ -12,20 +12,22 @@ use crate::{
     Store, StoredResponse, TryClaim, begin,
 };
 
+pub use super::forget::forget_actor_deletes_completed_records_only;
+
 const TAKE_OVER: ExpiredLease = ExpiredLease::TakeOver;
 
-async fn claim<S: Store>(store: &S, req: &ClaimRequest) -> Claim {
+pub(super) async fn claim<S: Store>(store: &S, req: &ClaimRequest) -> Claim {
     match begin(store, req, TAKE_OVER).await.unwrap() {
         Begin::Execute(claim) => claim,
         other => panic!("expected to execute, got {other:?}"),
     }
 }
 
-async fn outcome<S: Store>(store: &S, req: &ClaimRequest) -> Begin {
+pub(super) async fn outcome<S: Store>(store: &S, req: &ClaimRequest) -> Begin {
     begin(store, req, TAKE_OVER).await.unwrap()
 }
 
-fn created(id: &str) -> StoredResponse {
+pub(super) fn created(id: &str) -> StoredResponse {
     StoredResponse::new(201, format!("{{\"id\":\"{id}\"}}"))
         .with_header("content-type", "application/json")
         .with_header("location", format!("/v1/notes/{id}"))

@@ -11,6 +11,7 @@
 //! and long ones (an hour) never do within a test.
 
 pub mod cases;
+mod forget;
 
 use std::time::Duration;
 
@@ -127,6 +128,7 @@ macro_rules! __conformance_cases {
             sweep_deletes_only_expired_records_in_batches,
             sweep_spares_a_record_claimed_again,
             forget_deletes_one_record,
+            forget_actor_deletes_completed_records_only,
             actors_are_isolated,
             operations_are_isolated,
             extend_renews_the_lease,
@@ -144,12 +146,13 @@ pub const CASES: &[&str] = crate::__conformance_cases!(@names);
 
 #[cfg(test)]
 mod tests {
-    /// Every `pub async fn` of `cases.rs` is a case, and the suite must run each one: a case
+    /// Every `pub async fn` of `cases.rs` (and `forget.rs`) is a case, and the suite must run each one: a case
     /// added there but not to `__conformance_cases!` would silently never run.
     #[test]
     fn every_case_is_listed_in_the_macro() {
         let mut defined: Vec<&str> = include_str!("cases.rs")
             .lines()
+            .chain(include_str!("forget.rs").lines())
             .filter_map(|line| line.trim_start().strip_prefix("pub async fn "))
             .filter_map(|rest| rest.split(['<', '(']).next())
             .collect();

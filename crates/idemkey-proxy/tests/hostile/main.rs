@@ -10,6 +10,7 @@ mod caps;
 mod forwarding;
 mod keyed;
 mod paths;
+mod slow_bodies;
 
 use axum::Router;
 use axum::body::Body;

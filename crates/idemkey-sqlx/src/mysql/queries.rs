@@ -205,6 +205,14 @@ const SWEEP: &str = concat!(
     " ORDER BY expires_at LIMIT ?"
 );
 
+// Every completed or expired record of an actor, in batches (`idemkey forget --actor`): the
+// primary key's leading column finds the actor's rows.
+const FORGET_ACTOR: &str = concat!(
+    "DELETE FROM idemkey_records WHERE actor = ? AND (state = 2 OR expires_at <= ",
+    now!(),
+    ") LIMIT ?"
+);
+
 // Per-actor caps (behaviour §11): the primary key's leading column finds the actor's rows.
 const ACTOR_USAGE: &str = concat!(
     "SELECT CAST(count(*) AS SIGNED), CAST(COALESCE(SUM(LENGTH(response)), 0) AS SIGNED), ",
@@ -404,6 +412,16 @@ impl Backend for MySql {
             .await
             .map_err(store_error)?;
         Ok(done.rows_affected() > 0)
+    }
+
+    async fn forget_actor(conn: &mut MySqlConnection, actor: &str, batch: u32) -> Result<u64> {
+        let done = sqlx::query(FORGET_ACTOR)
+            .bind(actor)
+            .bind(i64::from(batch))
+            .execute(conn)
+            .await
+            .map_err(store_error)?;
+        Ok(done.rows_affected())
     }
 
     async fn sweep(conn: &mut MySqlConnection, batch: u32) -> Result<u64> {

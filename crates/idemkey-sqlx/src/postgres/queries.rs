@@ -148,6 +148,18 @@ const ACTOR_USAGE: &str = concat!(
     " WHERE actor = $1 AND expires_at > clock.t"
 );
 
+// Every completed or expired record of an actor, in batches (`idemkey forget --actor`). The
+// primary key's leading column finds the actor's rows; a row being written is waited for, and
+// the outer predicate re-checks it as it is when deleted.
+const FORGET_ACTOR: &str = concat!(
+    "DELETE FROM idemkey_records USING ",
+    clock!(),
+    " WHERE ctid = ANY(ARRAY(SELECT ctid FROM idemkey_records, ",
+    clock!(),
+    " WHERE actor = $1 AND (state = 2 OR expires_at <= clock.t) LIMIT $2 ",
+    "FOR UPDATE OF idemkey_records)) AND (state = 2 OR expires_at <= clock.t)"
+);
+
 // SKIP LOCKED: sweepers on several instances take disjoint batches and never wait on a claim.
 // The outer predicate re-checks expiry on the row as it is when deleted, so a row renewed
 // since the inner select survives.

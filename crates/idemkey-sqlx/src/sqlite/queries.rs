@@ -168,6 +168,17 @@ const SWEEP: &str = concat!(
     now!()
 );
 
+// Every completed or expired record of an actor, in batches (`idemkey forget --actor`); the
+// outer predicate re-checks both, so a record claimed again since is kept.
+const FORGET_ACTOR: &str = concat!(
+    "DELETE FROM idemkey_records WHERE rowid IN (SELECT rowid FROM idemkey_records ",
+    "WHERE actor = ?1 AND (state = 2 OR expires_at <= ",
+    now!(),
+    ") LIMIT ?2) AND (state = 2 OR expires_at <= ",
+    now!(),
+    ")"
+);
+
 // Per-actor caps (behaviour §11): the primary key's leading column finds the actor's rows.
 const ACTOR_USAGE: &str = concat!(
     "SELECT count(*), COALESCE(SUM(length(response)), 0), COALESCE(MIN(expires_at) - ",
