@@ -212,7 +212,18 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "IDEMKEY_LEASE", default_value = "30s", value_parser = parse_lease,
         hide_short_help = true)]
     pub(crate) lease: Duration,
+    /// Advanced (lease mode): the process writes a heartbeat every quarter of this; once it
+    /// is this old, the process's claims may be taken over, so a retry of a request whose
+    /// process died is executed after about this long, not after the lease. A live process
+    /// stalled longer loses its claims. `off`: the lease alone. E.g. `2s`, `500ms`.
+    #[arg(long, env = "IDEMKEY_OWNER_GRACE", default_value = "1s", value_parser = parse_owner_grace,
+        hide_short_help = true)]
+    pub(crate) owner_grace: OwnerGrace,
 }
+
+/// The `--owner-grace` of `serve` and `proxy`: a grace, or `off`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OwnerGrace(pub(crate) Option<Duration>);
 
 #[derive(Debug, Args)]
 pub(crate) struct ForgetArgs {
@@ -388,6 +399,19 @@ pub(crate) fn parse_retention(value: &str) -> Result<Duration, String> {
     )
 }
 
+pub(crate) fn parse_owner_grace(value: &str) -> Result<OwnerGrace, String> {
+    if value == "off" {
+        return Ok(OwnerGrace(None));
+    }
+    let grace = duration_at_least(
+        value,
+        Duration::from_millis(100),
+        "the owner grace must be at least 100ms (or off)",
+        "2s, 500ms, off",
+    )?;
+    Ok(OwnerGrace(Some(grace)))
+}
+
 pub(crate) fn parse_lease(value: &str) -> Result<Duration, String> {
     duration_at_least(
         value,
@@ -424,6 +448,12 @@ mod tests {
         assert!(parse_retention("0s").is_err() && parse_retention("soon").is_err());
         assert_eq!(parse_lease("1500ms").unwrap(), Duration::from_millis(1500));
         assert!(parse_lease("10ms").is_err() && parse_lease("soon").is_err());
+        assert_eq!(
+            parse_owner_grace("2s").unwrap().0,
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(parse_owner_grace("off").unwrap().0, None);
+        assert!(parse_owner_grace("50ms").is_err() && parse_owner_grace("no").is_err());
     }
 
     #[test]

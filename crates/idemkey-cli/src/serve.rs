@@ -65,6 +65,7 @@ fn config(args: &ServeArgs) -> anyhow::Result<NotesConfig> {
         mode: args.mode,
         retention: args.retention,
         lease: args.lease,
+        owner_grace: args.owner_grace.0,
         optional_key: args.optional_key,
         secret: args.secret.as_deref().map(|s| Arc::from(s.as_bytes())),
         metrics: Some(Arc::new(move || handle.render())),

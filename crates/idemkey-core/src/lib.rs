@@ -73,8 +73,8 @@ pub use protocol::{
     previous_attempt_unknown, retry_after,
 };
 pub use record::{
-    Claim, ClaimRequest, DEFAULT_LEASE, DEFAULT_RETENTION, MAX_REQUEST_ID_LEN, Record, RecordId,
-    RecordState,
+    Claim, ClaimRequest, DEFAULT_LEASE, DEFAULT_RETENTION, MAX_REQUEST_ID_LEN, OwnerId, Record,
+    RecordId, RecordState,
 };
 pub use response::{DecodeError, StoredResponse};
 pub use scope::{Operation, Scope};

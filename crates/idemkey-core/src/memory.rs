@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::{
-    ActorForgotten, Claim, ClaimRequest, DerivedKeys, Error, Fingerprint, Record, RecordId,
-    RecordState, Result, Scope, Store, StoredResponse, TryClaim,
+    ActorForgotten, Claim, ClaimRequest, DerivedKeys, Error, Fingerprint, OwnerId, Record,
+    RecordId, RecordState, Result, Scope, Store, StoredResponse, TryClaim,
 };
 
 /// A source of wall-clock time in milliseconds since the Unix epoch.
@@ -68,12 +68,15 @@ struct Row {
     state: RowState,
     expires_at: u64,
     request_id: Option<String>,
+    owner: Option<OwnerId>,
 }
 
 /// An in-memory [`Store`]. Clones share the same records. Records do not survive the process.
 #[derive(Clone)]
 pub struct MemoryStore {
     rows: Arc<Mutex<HashMap<Scope, Row>>>,
+    /// Each owner's heartbeat: alive until then, by `clock`.
+    owners: Arc<Mutex<HashMap<OwnerId, u64>>>,
     clock: Arc<dyn Clock>,
     /// Lives as long as the records: both are gone with the process.
     secret: Arc<std::sync::OnceLock<Arc<[u8]>>>,
@@ -105,6 +108,7 @@ impl MemoryStore {
     pub fn with_clock(clock: impl Clock) -> Self {
         Self {
             rows: Arc::default(),
+            owners: Arc::default(),
             clock: Arc::new(clock),
             secret: Arc::default(),
         }
@@ -118,10 +122,25 @@ impl MemoryStore {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn record(row: &Row, now: u64) -> Record {
+    /// When `row`'s claim runs out: its lease, or its owner's heartbeat if that lapsed.
+    fn claim_until(&self, row: &Row, lease_until: u64, now: u64) -> u64 {
+        let Some(owner) = row.owner else {
+            return lease_until;
+        };
+        let owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
+        match owners.get(&owner) {
+            Some(&alive_until) if alive_until <= now => 0,
+            // No heartbeat (a wrapper that never forwarded one): the lease alone.
+            _ => lease_until,
+        }
+    }
+
+    fn record(&self, row: &Row, now: u64) -> Record {
         let state = match &row.state {
             RowState::InFlight { lease_until } => RecordState::InFlight {
-                lease_remaining: Duration::from_millis(lease_until.saturating_sub(now)),
+                lease_remaining: Duration::from_millis(
+                    self.claim_until(row, *lease_until, now).saturating_sub(now),
+                ),
             },
             RowState::Released => RecordState::Released,
             RowState::Completed(response) => RecordState::Completed(response.clone()),
@@ -145,6 +164,7 @@ impl MemoryStore {
         let lease_until = now.saturating_add(ms(request.lease));
         row.state = RowState::InFlight { lease_until };
         row.expires_at = lease_until.saturating_add(ms(request.retention));
+        row.owner = request.owner;
         Claim {
             scope: request.scope.clone(),
             record_id: row.record_id,
@@ -179,14 +199,14 @@ impl Store for MemoryStore {
         Ok(rows
             .get(scope)
             .filter(|row| row.expires_at > now)
-            .map(|row| Self::record(row, now)))
+            .map(|row| self.record(row, now)))
     }
 
     async fn try_claim(&self, request: &ClaimRequest) -> Result<TryClaim> {
         let now = self.clock.now_ms();
         let mut rows = self.lock();
         if let Some(row) = rows.get(&request.scope).filter(|row| row.expires_at > now) {
-            return Ok(TryClaim::Existing(Self::record(row, now)));
+            return Ok(TryClaim::Existing(self.record(row, now)));
         }
         let mut row = Row {
             record_id: RecordId::new(),
@@ -196,6 +216,7 @@ impl Store for MemoryStore {
             state: RowState::Released,
             expires_at: 0,
             request_id: request.request_id.clone(),
+            owner: request.owner,
         };
         let claim = Self::claim_row(request, &mut row, now, None);
         rows.insert(request.scope.clone(), row);
@@ -214,7 +235,7 @@ impl Store for MemoryStore {
         };
         let reclaimable = match row.state {
             RowState::Released => true,
-            RowState::InFlight { lease_until } => lease_until <= now,
+            RowState::InFlight { lease_until } => self.claim_until(row, lease_until, now) <= now,
             RowState::Completed(_) => false,
         };
         if row.record_id != seen.record_id || row.token != seen.token || !reclaimable {
@@ -294,6 +315,13 @@ impl Store for MemoryStore {
             rows.remove(scope);
         }
         Ok(expired.len() as u64)
+    }
+
+    async fn beat(&self, owner: OwnerId, grace: Duration) -> Result<()> {
+        let alive_until = self.clock.now_ms().saturating_add(ms(grace));
+        let mut owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
+        owners.insert(owner, alive_until);
+        Ok(())
     }
 
     async fn secret(&self) -> Result<Arc<[u8]>> {

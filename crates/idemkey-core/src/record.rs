@@ -43,6 +43,36 @@ impl Default for RecordId {
     }
 }
 
+/// A process's identity as the owner of its claims (behaviour [§8a](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8a-external-effects-lease-mode)): made at random when
+/// the process starts, so a restarted process is a new owner. A claim that names its owner
+/// may be taken over as soon as the owner's heartbeat ([`crate::Store::beat`]) has lapsed,
+/// without waiting for the claim's lease.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct OwnerId(Uuid);
+
+impl OwnerId {
+    /// A fresh random owner.
+    pub fn new() -> Self {
+        Self(Uuid::new_v4())
+    }
+
+    /// The id's 16 bytes.
+    pub fn as_bytes(&self) -> &[u8; 16] {
+        self.0.as_bytes()
+    }
+
+    /// The id as a UUID.
+    pub fn as_uuid(&self) -> Uuid {
+        self.0
+    }
+}
+
+impl Default for OwnerId {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl From<Uuid> for RecordId {
     fn from(uuid: Uuid) -> Self {
         Self(uuid)
@@ -96,6 +126,10 @@ pub struct ClaimRequest {
     pub retention: Duration,
     /// The request id, kept in the record.
     pub request_id: Option<String>,
+    /// The process that will execute under the claim, if it keeps a heartbeat
+    /// ([`crate::Store::beat`]): its claim is then stale once either its lease or its owner's
+    /// heartbeat has run out. Defaults to `None`: the lease alone.
+    pub owner: Option<OwnerId>,
 }
 
 /// The longest request id a record keeps, in bytes (behaviour [§11](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#11-security)): a client's
@@ -118,7 +152,15 @@ impl ClaimRequest {
             lease: DEFAULT_LEASE,
             retention: DEFAULT_RETENTION,
             request_id: None,
+            owner: None,
         }
+    }
+
+    /// Names the owner whose heartbeat keeps the claim alive, besides its lease.
+    #[must_use]
+    pub fn owner(mut self, owner: OwnerId) -> Self {
+        self.owner = Some(owner);
+        self
     }
 
     /// Sets the lease.

@@ -2,8 +2,9 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
-use crate::{Claim, ClaimRequest, Error, Record, Result, Scope, StoredResponse};
+use crate::{Claim, ClaimRequest, Error, OwnerId, Record, Result, Scope, StoredResponse};
 
 /// The outcome of [`Store::try_claim`].
 #[derive(Clone, Debug)]
@@ -102,6 +103,18 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// Deletes up to `batch` expired records in one short transaction, re-checking expiry in
     /// the delete itself. Returns how many it deleted; call again until it returns 0.
     fn sweep(&self, batch: u32) -> impl Future<Output = Result<u64>> + Send;
+
+    /// The heartbeat of `owner` (behaviour [§8a](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8a-external-effects-lease-mode)): the owner is alive until `grace` from now,
+    /// by the store's clock. A claim naming an owner ([`ClaimRequest::owner`]) whose last
+    /// heartbeat has lapsed counts as expired, whatever its lease: lookups see no lease left,
+    /// and [`Store::reclaim`] takes it over. An owner of which the store has no heartbeat
+    /// leaves its claims to their leases, so that a wrapper store that does not forward this
+    /// method is only slower to recover, never wrong. One write per owner, however many
+    /// claims it holds. The default does nothing: claims live by their leases alone.
+    fn beat(&self, owner: OwnerId, grace: Duration) -> impl Future<Output = Result<()>> + Send {
+        let _ = (owner, grace);
+        async { Ok(()) }
+    }
 
     /// Whether [`crate::begin`] reads the record ([`Store::lookup`]) before claiming. A
     /// lookup first keeps replays and duplicates off the write path, which pays where a

@@ -55,6 +55,10 @@ pub struct NotesConfig {
     /// The lease of a lease-mode claim: how long a dead executor's claim blocks retries.
     /// Defaults to 30 s. Unused in atomic mode.
     pub lease: Duration,
+    /// The grace after the service's last owner heartbeat past which its lease-mode claims may
+    /// be taken over (behaviour [§8a](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8a-external-effects-lease-mode)). Defaults to `None`: claims live by their
+    /// leases alone.
+    pub owner_grace: Option<Duration>,
     /// Whether requests without a key run, unrecorded. Defaults to false (a key is required).
     pub optional_key: bool,
     /// The secret behind derived keys (lease mode). Defaults to `None`: the store's own,
@@ -84,6 +88,7 @@ impl Default for NotesConfig {
             mode: Mode::default(),
             retention: DEFAULT_RETENTION,
             lease: DEFAULT_LEASE,
+            owner_grace: None,
             optional_key: false,
             secret: None,
             metrics: None,
@@ -110,6 +115,7 @@ impl fmt::Debug for NotesConfig {
             .field("mode", &self.mode)
             .field("retention", &self.retention)
             .field("lease", &self.lease)
+            .field("owner_grace", &self.owner_grace)
             .field("optional_key", &self.optional_key)
             .finish_non_exhaustive()
     }

@@ -92,6 +92,10 @@ pub fn idempotency_config(config: &NotesConfig) -> Config {
         .operation(|_: &http::request::Parts| Operation::new(CREATE_NOTE.0, CREATE_NOTE.1))
         .retention(config.retention)
         .lease(config.lease);
+    let idempotency = match config.owner_grace {
+        Some(grace) => idempotency.owner_grace(grace),
+        None => idempotency,
+    };
     match &config.secret {
         Some(secret) => idempotency.secret(secret.clone()),
         None => idempotency,

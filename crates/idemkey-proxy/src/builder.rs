@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idemkey_core::{ActorCaps, Store};
-use idemkey_tower::Executions;
+use idemkey_tower::{Executions, OwnerHeartbeat};
 
 use crate::actor::{ActorKey, ProxyActor};
 use crate::caps::CapStore;
@@ -24,6 +24,7 @@ pub struct ProxyBuilder<S> {
     config: ProxyConfig,
     retention: Duration,
     lease: Duration,
+    owner_grace: Option<Duration>,
     secret: Option<Arc<[u8]>>,
     caps: Option<ActorCaps>,
 }
@@ -36,6 +37,7 @@ impl<S: Store> ProxyBuilder<S> {
             config: ProxyConfig::default(),
             retention: Duration::from_secs(24 * 3600),
             lease: Duration::from_secs(30),
+            owner_grace: None,
             secret: None,
             caps: None,
         }
@@ -57,6 +59,15 @@ impl<S: Store> ProxyBuilder<S> {
     /// How long a claim holds its key, renewed while the upstream works. Defaults to 30 s.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
+        self
+    }
+
+    /// This proxy's heartbeat as the owner of its claims (behaviour §8a): once it is `grace`
+    /// old, the proxy's claims may be taken over, so a retry of a request whose proxy died is
+    /// forwarded again after about `grace` rather than after the lease. One heartbeat for
+    /// every route. Defaults to none: claims live by their leases alone.
+    pub fn owner_grace(mut self, grace: Duration) -> Self {
+        self.owner_grace = Some(grace);
         self
     }
 
@@ -111,6 +122,7 @@ impl<S: CapStore> ProxyBuilder<S> {
             },
             retention: self.retention,
             lease: self.lease,
+            owner: self.owner_grace.map(OwnerHeartbeat::new),
             secret: self.secret,
             executions: executions.clone(),
         };

@@ -9,7 +9,7 @@ use axum::body::Body;
 use http::request::Parts;
 use http::{Request, Response};
 use idemkey_core::{Operation, Store};
-use idemkey_tower::{Config, Executions, IdempotencyLayer};
+use idemkey_tower::{Config, Executions, IdempotencyLayer, OwnerHeartbeat};
 use tower::util::BoxCloneSyncService;
 use tower::{Layer, ServiceExt};
 
@@ -26,6 +26,8 @@ pub(crate) struct Shared {
     pub(crate) actor: ProxyActor,
     pub(crate) retention: Duration,
     pub(crate) lease: Duration,
+    /// The one heartbeat of every route's claims, if the proxy keeps one.
+    pub(crate) owner: Option<OwnerHeartbeat>,
     pub(crate) secret: Option<Arc<[u8]>>,
     pub(crate) executions: Executions,
 }
@@ -44,6 +46,9 @@ fn config(route: &Route, shared: &Shared) -> Config {
         .operation(operation_of)
         .retention(shared.retention)
         .lease(shared.lease);
+    if let Some(owner) = &shared.owner {
+        config = config.owner_heartbeat(owner.clone());
+    }
     if let Some(status) = route.mismatch_status {
         config = config.mismatch_status(status);
     }

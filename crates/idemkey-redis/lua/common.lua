@@ -6,7 +6,8 @@
 --   id       the record id (16 bytes);  v  the operation version;  fp  the fingerprint (32 bytes);
 --   st       0 in flight, 1 released, 2 completed;  tok  the fencing token;
 --   lu       lease until (ms, in flight only);  exp  expires at (ms), also the key's PEXPIREAT;
---   rq       the request id (absent if none);  resp  the encoded response (completed only).
+--   rq       the request id (absent if none);  resp  the encoded response (completed only);
+--   ow       the key of the claim's owner's heartbeat (absent if the claim names no owner).
 
 -- The server's clock in milliseconds: every time is the server's, never the application's.
 local function now_ms()
@@ -71,11 +72,23 @@ local function held(key, actor, op, idem, id, token)
   return r
 end
 
+-- Whether the in-flight record's claim names an owner whose last heartbeat (the key `ow`,
+-- holding until when the owner is alive, in ms) has lapsed (behaviour §8a): the claim is then
+-- stale, whatever its lease. An owner without a heartbeat key leaves the claim to its lease.
+-- Standalone servers only: the heartbeat key is in another slot than the record.
+local function owner_lapsed(r, now)
+  if r.ow == nil then
+    return false
+  end
+  local alive_until = tonumber(redis.call('GET', r.ow))
+  return alive_until ~= nil and alive_until <= now
+end
+
 -- The record as src/record.rs reads it. `false` stands for an absent field: a nil would end
 -- the array.
 local function reply(r, now)
   local lease = 0
-  if r.st == '0' then
+  if r.st == '0' and not owner_lapsed(r, now) then
     lease = math.max(tonumber(r.lu) - now, 0)
   end
   return {r.id, r.v, r.fp, tonumber(r.st), tonumber(r.tok), lease, r.rq or false, r.resp or false}

@@ -171,9 +171,13 @@ impl RedisStore<RedisConnection> {
             Some(nodes) => RedisConnection::Cluster(cluster(nodes, options).await?),
             None => RedisConnection::Standalone(standalone(url, options).await?),
         };
+        let standalone = matches!(connection, RedisConnection::Standalone(_));
         let mut store = Self::new(connection)
             .with_prefix(&options.prefix)?
             .with_timeout(options.operation_timeout);
+        if standalone {
+            store = store.with_owner_heartbeats();
+        }
         if let Some((max_bytes, staleness)) = options.replay_cache {
             let config = AsyncConnectionConfig::new()
                 .set_connection_timeout(Some(options.connection_timeout))

@@ -38,6 +38,11 @@ impl Keys {
         format!("{}:{{{}}}", self.prefix, hex::encode(digest(scope)))
     }
 
+    /// `{prefix}:owner:<hex id>`: an owner's heartbeat, present while the owner is alive.
+    pub(crate) fn owner(&self, owner: idemkey_core::OwnerId) -> String {
+        format!("{}:owner:{}", self.prefix, hex::encode(owner.as_bytes()))
+    }
+
     /// `{prefix}:actor:{<hex digest>}` and the same with `:bytes`: an actor's ledger under
     /// per-actor caps, two keys of one slot (one hash tag, the actor's digest).
     pub(crate) fn ledger(&self, actor: &str) -> [String; 2] {

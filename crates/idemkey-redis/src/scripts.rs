@@ -19,6 +19,8 @@ pub(crate) struct Scripts {
     pub(crate) discard: Script,
     pub(crate) extend: Script,
     pub(crate) forget: Script,
+    /// An owner's heartbeat (behaviour §8a).
+    pub(crate) beat: Script,
     /// An actor's ledger under per-actor caps (`lua/ledger.lua` before each): a record about
     /// to be claimed enters it, and each change of a record is followed in it.
     pub(crate) admit: Script,
@@ -45,6 +47,7 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     discard: script("", include_str!("../lua/discard.lua")),
     extend: script("", include_str!("../lua/extend.lua")),
     forget: script("", include_str!("../lua/forget.lua")),
+    beat: script("", include_str!("../lua/beat.lua")),
     admit: script(
         "",
         &format!("{LEDGER}\n{}", include_str!("../lua/admit.lua")),

@@ -44,6 +44,8 @@ pub struct RedisStore<C> {
     durable: Option<Arc<Durable>>,
     /// Completed records kept in the process (see [`crate::RedisOptions::replay_cache`]).
     cache: Option<Arc<ReplayCache>>,
+    /// Whether claims name their owner's heartbeat key (see [`Self::with_owner_heartbeats`]).
+    owners: bool,
     /// Per-actor caps (see [`RedisStore::with_actor_caps`]).
     pub(crate) caps: ActorCaps,
 }
@@ -71,6 +73,29 @@ where
             durable: None,
             cache: None,
             caps: ActorCaps::new(),
+            owners: false,
+        }
+    }
+
+    /// The same store with owners' heartbeats ([`Store::beat`], behaviour
+    /// [§8a](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8a-external-effects-lease-mode)): a heartbeat is a key per owner
+    /// (`{prefix}:owner:<id>`) holding until when the owner is alive, and a claim naming an
+    /// owner whose heartbeat has lapsed is stale whatever its lease. A standalone server only: the key is in
+    /// another slot than the records, which a cluster's scripts cannot read. Without it (the
+    /// default of [`Self::new`]; [`Self::connect`] turns it on for a standalone server) a
+    /// heartbeat does nothing and claims keep their leases alone.
+    #[must_use]
+    pub fn with_owner_heartbeats(mut self) -> Self {
+        self.owners = true;
+        self
+    }
+
+    /// The key of `request`'s owner's heartbeat, or `""` when it names none or heartbeats
+    /// are off.
+    fn owner_key(&self, request: &ClaimRequest) -> String {
+        match request.owner {
+            Some(owner) if self.owners => self.keys.owner(owner),
+            _ => String::new(),
         }
     }
 
@@ -336,7 +361,8 @@ where
             } else {
                 "0"
             })
-            .arg(request.request_id.as_deref().unwrap_or("").as_bytes());
+            .arg(request.request_id.as_deref().unwrap_or("").as_bytes())
+            .arg(self.owner_key(request));
         match record::claimed(self.run(&invocation, Sent::Harmless).await?)? {
             Claimed::Token(token) => Ok(TryClaim::Claimed(
                 request.grant(record_id, token, acquired, None),
@@ -355,7 +381,8 @@ where
             .arg(seen.record_id.as_bytes().as_slice())
             .arg(seen.token)
             .arg(ms(request.lease))
-            .arg(ms(request.retention));
+            .arg(ms(request.retention))
+            .arg(self.owner_key(request));
         let token = record::token(&self.run(&invocation, Sent::Harmless).await?)?;
         if token.is_some() {
             let life = request.lease + request.retention;
@@ -448,6 +475,16 @@ where
     /// first would only add a round trip to every first request.
     fn lookup_first(&self) -> bool {
         false
+    }
+
+    async fn beat(&self, owner: idemkey_core::OwnerId, grace: Duration) -> Result<()> {
+        if !self.owners {
+            return Ok(());
+        }
+        let mut invocation = scripts().beat.key(self.keys.owner(owner));
+        invocation.arg(ms(grace));
+        self.run(&invocation, Sent::Harmless).await?;
+        Ok(())
     }
 
     async fn secret(&self) -> Result<Arc<[u8]>> {

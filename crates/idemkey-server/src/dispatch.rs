@@ -3,9 +3,11 @@
 //! instead of one in each of them.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use idemkey_core::{
-    ActorForgotten, Claim, ClaimRequest, Record, Result, Scope, Store, StoredResponse, TryClaim,
+    ActorForgotten, Claim, ClaimRequest, OwnerId, Record, Result, Scope, Store, StoredResponse,
+    TryClaim,
 };
 
 use crate::database::Database;
@@ -48,6 +50,10 @@ impl Store for Database {
 
     async fn extend(&self, claim: &mut Claim) -> Result<()> {
         on_backend!(self, store => store.extend(claim).await)
+    }
+
+    async fn beat(&self, owner: OwnerId, grace: Duration) -> Result<()> {
+        on_backend!(self, store => store.beat(owner, grace).await)
     }
 
     async fn forget(&self, scope: &Scope) -> Result<bool> {

@@ -161,6 +161,15 @@ pub trait Backend: Database + Sealed {
         claim: &mut Claim,
     ) -> impl Future<Output = Result<()>> + Send;
 
+    /// See [`Store::beat`](idemkey_core::Store::beat): `owner` alive for `grace` from now;
+    /// `first` also deletes the heartbeats of owners dead for a day.
+    fn beat(
+        conn: &mut Self::Connection,
+        owner: idemkey_core::OwnerId,
+        grace: std::time::Duration,
+        first: bool,
+    ) -> impl Future<Output = Result<()>> + Send;
+
     /// See [`Store::forget`](idemkey_core::Store::forget).
     fn forget(
         conn: &mut Self::Connection,

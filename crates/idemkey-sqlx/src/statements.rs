@@ -1,7 +1,7 @@
 //! The fenced statements whose code is the same on every backend, once: each backend's
 //! `impl Backend` expands [`fenced_statements!`] with its own SQL constants (`INSERT_COMPLETED`, `RECLAIM`,
 //! `COMPLETE`, `RELEASE`, `DISCARD`, `EXTEND`, `FORGET`, `FORGET_VERSION`, `FORGET_ACTOR`, `SWEEP`, `ACTOR_USAGE`, `SECRET_INSERT`,
-//! `SECRET_SELECT`) and its own typed helpers
+//! `SECRET_SELECT`, `BEAT`, `OWNERS_SWEEP`) and its own typed helpers
 //! (`scoped`, `held`, `token_of`) in scope; [`claim_with!`] likewise gives each backend the
 //! claim's upsert-then-lookup.
 
@@ -20,7 +20,7 @@ macro_rules! completed {
 }
 
 /// Expands to the `insert_completed`, `reclaim`, `complete`, `release`, `discard`, `extend`,
-/// `forget`, `forget_version`, `forget_actor`, `sweep`, `actor_usage`
+/// `beat`, `forget`, `forget_version`, `forget_actor`, `sweep`, `actor_usage`
 /// and `load_secret` methods of an `impl Backend` block.
 macro_rules! fenced_statements {
     () => {
@@ -49,6 +49,12 @@ macro_rules! fenced_statements {
                 .bind(seen.token)
                 .bind(millis(request.lease))
                 .bind(millis(request.retention))
+                .bind(
+                    request
+                        .owner
+                        .as_ref()
+                        .map(|owner| owner.as_bytes().as_slice()),
+                )
                 // All rows, not `fetch_optional`: see `claim_with!`.
                 .fetch_all(conn)
                 .await
@@ -98,6 +104,27 @@ macro_rules! fenced_statements {
                 .map_err(store_error)?;
             fenced(done.rows_affected())?;
             claim.acquired = acquired;
+            Ok(())
+        }
+
+        async fn beat(
+            conn: &mut Self::Connection,
+            owner: idemkey_core::OwnerId,
+            grace: std::time::Duration,
+            first: bool,
+        ) -> Result<()> {
+            sqlx::query(BEAT)
+                .bind(owner.as_bytes().as_slice())
+                .bind(millis(grace))
+                .execute(&mut *conn)
+                .await
+                .map_err(store_error)?;
+            if first {
+                sqlx::query(OWNERS_SWEEP)
+                    .execute(conn)
+                    .await
+                    .map_err(store_error)?;
+            }
             Ok(())
         }
 
@@ -176,7 +203,7 @@ pub(crate) use completed;
 pub(crate) use fenced_statements;
 
 /// Expands to `claim_with(conn, request, sql)` for a backend: the claim upsert (`sql`, binding
-/// the scope, record id, version, fingerprint, lease, retention and request id), then the live
+/// the scope, record id, version, fingerprint, lease, retention, request id and owner), then the live
 /// record if the upsert claimed nothing. [`idemkey_core::Error::Contention`] when that record
 /// is gone by then, which only a claim outside a transaction (lease mode's) can meet.
 macro_rules! claim_with {
@@ -195,6 +222,12 @@ macro_rules! claim_with {
                 .bind(millis(request.lease))
                 .bind(millis(request.retention))
                 .bind(request.request_id.as_deref())
+                .bind(
+                    request
+                        .owner
+                        .as_ref()
+                        .map(|owner| owner.as_bytes().as_slice()),
+                )
                 // Run to completion, not `fetch_optional`: on SQLite, outside a transaction,
                 // the statement commits when it completes, and sqlx resets a statement it
                 // stops reading early ignoring the result, so a failed commit (a full disk)

@@ -42,6 +42,8 @@ pub struct SqlxStore<DB: Backend> {
     pub(crate) local: Option<Arc<LocalClaims>>,
     /// The derived-key secret once read from the database, shared by clones.
     secret: Arc<OnceCell<Arc<[u8]>>>,
+    /// Whether this process's first heartbeat swept long-dead owners' rows, shared by clones.
+    owners_swept: Arc<std::sync::atomic::AtomicBool>,
     /// Completed records kept in the process, if enabled (see
     /// [`SqlxStore::with_replay_cache`]); shared by clones.
     pub(crate) cache: Option<Arc<ReplayCache>>,
@@ -59,6 +61,7 @@ impl<DB: Backend> Clone for SqlxStore<DB> {
             settings: self.settings.clone(),
             local: self.local.clone(),
             secret: self.secret.clone(),
+            owners_swept: self.owners_swept.clone(),
             cache: self.cache.clone(),
             caps: self.caps,
             #[cfg(feature = "failpoints")]
@@ -76,6 +79,7 @@ impl<DB: Backend> SqlxStore<DB> {
             pool,
             local: Some(Arc::default()),
             secret: Arc::default(),
+            owners_swept: Arc::default(),
             cache: None,
             caps: ActorCaps::new(),
             #[cfg(feature = "failpoints")]
@@ -307,6 +311,13 @@ impl<DB: Backend> Store for SqlxStore<DB> {
 
     async fn extend(&self, claim: &mut Claim) -> Result<()> {
         DB::extend(&mut *self.write_conn().await?, claim).await
+    }
+
+    async fn beat(&self, owner: idemkey_core::OwnerId, grace: std::time::Duration) -> Result<()> {
+        let first = !self
+            .owners_swept
+            .swap(true, std::sync::atomic::Ordering::Relaxed);
+        DB::beat(&mut *self.write_conn().await?, owner, grace, first).await
     }
 
     async fn forget(&self, scope: &Scope) -> Result<bool> {

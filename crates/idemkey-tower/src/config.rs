@@ -9,7 +9,7 @@ use idemkey_core::{DEFAULT_LEASE, DEFAULT_RETENTION, ExpiredLease, StatusPolicy,
 
 use crate::{
     ActorExtension, DefaultOperation, IDEMPOTENCY_KEY, JsonSelection, MakeActor, MakeOperation,
-    ResponsePolicy,
+    OwnerHeartbeat, ResponsePolicy,
 };
 
 /// One MiB, the default request body and response storage limit.
@@ -65,7 +65,18 @@ pub struct Config {
     /// What a duplicate does with an expired lease. Defaults to [`ExpiredLease::TakeOver`].
     pub expired_lease: ExpiredLease,
     /// The lease of a claim, renewed every third of it while the handler runs. Defaults to 30s.
+    /// With [`Config::owner_grace`] it bounds only a live process whose handler is stuck;
+    /// a dead one's claims are taken over after the grace.
     pub lease: Duration,
+    /// This process's heartbeat as the owner of its claims (behaviour [§8a](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8a-external-effects-lease-mode)): with
+    /// `Some(grace)`, the layer writes one heartbeat per process every quarter of the grace
+    /// ([`Store::beat`](idemkey_core::Store::beat)) and each claim names this process, so a
+    /// retry of a request whose process died or stalled is executed about `grace` after the
+    /// last beat instead of when the lease runs out. A grace shorter than a stall the process
+    /// may survive (a pause of the runtime, a slow store) hands its claims to another process
+    /// whose execution fences this one's off. Defaults to `None`: claims live by their leases
+    /// alone. Layers over one store may share one heartbeat: [`Config::owner_heartbeat`].
+    pub owner_heartbeat: Option<OwnerHeartbeat>,
     /// How long a completed record is kept. Defaults to 24h.
     pub retention: Duration,
     /// The largest request body accepted (413 `payload-too-large` beyond). Defaults to 1 MiB.
@@ -127,6 +138,7 @@ impl Default for Config {
             mismatch_status: StatusCode::UNPROCESSABLE_ENTITY,
             secret: None,
             request_id_header: HeaderName::from_static("x-request-id"),
+            owner_heartbeat: None,
         }
     }
 }
@@ -185,6 +197,22 @@ impl Config {
     #[must_use]
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
+        self
+    }
+
+    /// Sets [`Config::owner_grace`]: claims name this process, whose heartbeat keeps them
+    /// alive, and are stale `grace` after its last beat.
+    #[must_use]
+    pub fn owner_grace(mut self, grace: Duration) -> Self {
+        self.owner_heartbeat = Some(OwnerHeartbeat::new(grace));
+        self
+    }
+
+    /// Sets [`Config::owner_heartbeat`] to `heartbeat`, which other layers over the same
+    /// store may share: one owner and one heartbeat for all of them.
+    #[must_use]
+    pub fn owner_heartbeat(mut self, heartbeat: OwnerHeartbeat) -> Self {
+        self.owner_heartbeat = Some(heartbeat);
         self
     }
 
@@ -308,6 +336,7 @@ impl fmt::Debug for Config {
             .field("in_flight_retry_after", &self.in_flight_retry_after)
             .field("mismatch_status", &self.mismatch_status)
             .field("request_id_header", &self.request_id_header)
+            .field("owner_heartbeat", &self.owner_heartbeat)
             .finish_non_exhaustive()
     }
 }

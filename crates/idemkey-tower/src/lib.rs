@@ -105,7 +105,7 @@ pub use config::Config;
 pub use executions::Executions;
 pub use extensions::{Actor, NotExecuted};
 pub use future::ResponseFuture;
-pub use lease::{Idempotency, IdempotencyLayer};
+pub use lease::{Idempotency, IdempotencyLayer, OwnerHeartbeat};
 pub use operation::{DefaultOperation, MakeOperation};
 pub use policy::ResponsePolicy;
 pub use prepare::{Preparation, Prepared, Rejection, fingerprint, prepare};

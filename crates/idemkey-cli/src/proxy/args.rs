@@ -7,7 +7,9 @@ use std::time::Duration;
 use clap::Args;
 use idemkey_proxy::CapValue;
 
-use crate::cli::{ConnectionArgs, parse_lease, parse_retention, parse_secret};
+use crate::cli::{
+    ConnectionArgs, OwnerGrace, parse_lease, parse_owner_grace, parse_retention, parse_secret,
+};
 
 /// `idemkey proxy --upstream URL ...`.
 #[derive(Debug, Args)]
@@ -59,6 +61,12 @@ pub(crate) struct ProxyArgs {
     /// claims block retries (409) this long, e.g. `30s`.
     #[arg(long, env = "IDEMKEY_LEASE", default_value = "30s", value_parser = parse_lease)]
     pub(crate) lease: Duration,
+    /// The proxy writes a heartbeat every quarter of this; once it is this old, its claims
+    /// may be taken over, so a retry of a request whose proxy died is forwarded again after
+    /// about this long, not after the lease. A live proxy stalled longer loses its claims.
+    /// `off`: the lease alone. E.g. `2s`, `500ms`.
+    #[arg(long, env = "IDEMKEY_OWNER_GRACE", default_value = "1s", value_parser = parse_owner_grace)]
+    pub(crate) owner_grace: OwnerGrace,
     /// The secret behind derived keys and actor digests. Unset, the store's own is used: made
     /// once and kept in the database, so the same for every proxy and restart. Changing it
     /// changes every actor: earlier records no longer match.

@@ -68,6 +68,9 @@ impl Start {
             .config(self.config)
             .retention(self.args.retention)
             .lease(self.args.lease);
+        if let Some(grace) = self.args.owner_grace.0 {
+            builder = builder.owner_grace(grace);
+        }
         if let Some(secret) = &self.args.secret {
             builder = builder.secret(secret.as_bytes());
         }

@@ -14,6 +14,7 @@ mod crash;
 mod disk;
 mod mysql_lost_reply;
 mod mysql_restart;
+mod owner_grace;
 mod pg_dropped;
 mod pg_lost_reply;
 mod pg_restart;

@@ -50,7 +50,7 @@ const SEPARATE: bool = true;
 const IN_TRANSACTION: bool = false;
 
 /// Installs the trigger; returns the test's connection holding the gate lock, and the lock.
-async fn hold_first_executor(db: &Db, fail_after: bool) -> (PgConnection, i64) {
+pub(crate) async fn hold_first_executor(db: &Db, fail_after: bool) -> (PgConnection, i64) {
     let [first, gate] = [0, 8].map(|at| {
         let bytes = uuid::Uuid::new_v4().as_bytes()[at..at + 8]
             .try_into()
@@ -133,7 +133,7 @@ async fn takes_over(db: &Db, b: &Serve, client: &reqwest::Client) -> serde_json:
 /// A answers its client (B's note, its handler's failure, or in flight where its note
 /// transaction rolled back), and its late completion or release was rejected: `/metrics`
 /// counts one `lease_lost`.
-async fn a_is_fenced_off(
+pub(crate) async fn a_is_fenced_off(
     a: &Serve,
     client: &reqwest::Client,
     late: reqwest::Response,
@@ -160,7 +160,12 @@ async fn a_is_fenced_off(
 }
 
 /// One note; the record completed under B's token (2) with B's response, which replays.
-async fn settled(db: &Db, b: &Serve, client: &reqwest::Client, b_body: &serde_json::Value) {
+pub(crate) async fn settled(
+    db: &Db,
+    b: &Serve,
+    client: &reqwest::Client,
+    b_body: &serde_json::Value,
+) {
     let notes = db.notes().await;
     assert_eq!(notes.len(), 1, "{notes:?}");
     assert_eq!(notes[0].0, b_body["id"].as_str().unwrap());

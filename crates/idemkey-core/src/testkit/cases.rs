@@ -8,8 +8,8 @@ use tokio::sync::Barrier;
 
 use super::{LONG, request, request_for};
 use crate::{
-    Begin, Claim, ClaimRequest, DerivedKeys, Error, ExpiredLease, Operation, RecordState, Store,
-    StoredResponse, TryClaim, begin,
+    Begin, Claim, ClaimRequest, DerivedKeys, Error, ExpiredLease, Operation, OwnerId, RecordState,
+    Store, StoredResponse, TryClaim, begin,
 };
 
 pub use super::forget::forget_actor_deletes_completed_records_only;
@@ -125,6 +125,56 @@ pub async fn expired_lease_is_taken_over_and_old_owner_fenced<S: Store>(store: S
     assert!(matches!(store.extend(&mut stale).await, Err(Error::Fenced)));
     store.complete(&new, &created("new")).await.unwrap();
     assert!(is_replay_of(&outcome(&store, &req).await, &created("new")));
+}
+
+/// A claim's owner (A) beats: another owner (B) is refused while A's lease lives. A's
+/// heartbeat lapses (a zero grace has run out at once): B takes over long before A's lease
+/// would end, and A can no longer complete, release nor extend.
+pub async fn stale_owner_is_taken_over_before_its_lease_ends<S: Store>(store: S) {
+    let (a, b) = (OwnerId::new(), OwnerId::new());
+    store.beat(a, LONG).await.unwrap();
+    store.beat(b, LONG).await.unwrap();
+    let req = request("{}");
+    let old = claim(&store, &req.clone().owner(a)).await;
+    let refused = outcome(&store, &req.clone().owner(b)).await;
+    assert!(matches!(refused, Begin::InFlight { .. }), "{refused:?}");
+    store.beat(a, Duration::ZERO).await.unwrap();
+    let record = store.lookup(&req.scope).await.unwrap().unwrap();
+    assert_eq!(
+        record.state,
+        RecordState::InFlight {
+            lease_remaining: Duration::ZERO
+        }
+    );
+    let new = claim(&store, &req.clone().owner(b)).await;
+    assert!(new.taken_over);
+    assert_eq!(new.record_id, old.record_id);
+    assert!(new.token > old.token);
+    assert!(matches!(
+        store.complete(&old, &created("old")).await,
+        Err(Error::Fenced)
+    ));
+    assert!(matches!(store.release(&old).await, Err(Error::Fenced)));
+    let mut stale = old.clone();
+    assert!(matches!(store.extend(&mut stale).await, Err(Error::Fenced)));
+    // B's claim is B's: A's lapsed heartbeat no longer matters to it.
+    let again = outcome(&store, &req.clone().owner(a)).await;
+    assert!(matches!(again, Begin::InFlight { .. }), "{again:?}");
+    store.complete(&new, &created("new")).await.unwrap();
+    assert!(is_replay_of(&outcome(&store, &req).await, &created("new")));
+}
+
+/// A claim naming an owner of which the store has no heartbeat (a wrapper store that did
+/// not forward it) keeps its lease; once the lease is gone it is taken over as usual.
+pub async fn a_claim_of_an_owner_without_heartbeat_keeps_its_lease<S: Store>(store: S) {
+    let req = request("{}");
+    claim(&store, &req.clone().owner(OwnerId::new())).await;
+    let refused = outcome(&store, &req).await;
+    assert!(matches!(refused, Begin::InFlight { .. }), "{refused:?}");
+    let short = request("{}").lease(Duration::ZERO);
+    let old = claim(&store, &short.clone().owner(OwnerId::new())).await;
+    let new = claim(&store, &short.clone().lease(LONG)).await;
+    assert!(new.taken_over && new.token > old.token);
 }
 
 pub async fn expired_lease_can_complete_previous_attempt_unknown<S: Store>(store: S) {

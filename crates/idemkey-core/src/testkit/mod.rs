@@ -119,6 +119,8 @@ macro_rules! __conformance_cases {
             version_is_compared_unless_compatible,
             live_lease_is_in_flight,
             expired_lease_is_taken_over_and_old_owner_fenced,
+            stale_owner_is_taken_over_before_its_lease_ends,
+            a_claim_of_an_owner_without_heartbeat_keeps_its_lease,
             expired_lease_can_complete_previous_attempt_unknown,
             release_keeps_the_record_id,
             body_omitted_completion_replays_status_and_headers,

@@ -401,9 +401,11 @@ impl Monitor {
                 if args.get(3) != Some(&record_key.as_str()) {
                     continue;
                 }
+                // The command, its script, one key, the key's name, then the lookup's 3
+                // arguments or the claim's 11.
                 match args.len() {
                     7 => counts.lookups.raise(1),
-                    14 if claims.insert(args[7].to_owned()) => counts.claims.raise(1),
+                    15 if claims.insert(args[7].to_owned()) => counts.claims.raise(1),
                     _ => {}
                 }
             }

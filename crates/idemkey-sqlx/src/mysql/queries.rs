@@ -51,11 +51,28 @@ const MAX_OPERATION: usize = 512;
 pub(super) const BEGIN_WRITE: &str =
     "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION";
 
+/// Whether the row's claim names an owner whose heartbeat has lapsed (behaviour §8a): its
+/// claim is then stale, whatever its lease. An owner without a heartbeat row (a store
+/// wrapper that never wrote one, or an owner swept a day after its death) leaves the claim
+/// to its lease.
+macro_rules! owner_lapsed {
+    () => {
+        concat!(
+            "EXISTS (SELECT 1 FROM idemkey_owners o ",
+            "WHERE o.owner = idemkey_records.owner AND o.alive_until <= ",
+            now!(),
+            ")"
+        )
+    };
+}
+
 const LOOKUP: &str = concat!(
     "SELECT record_id, version, fingerprint, state, token, ",
-    "CAST(GREATEST(COALESCE(lease_until, 0) - ",
+    "CASE WHEN state = 0 AND ",
+    owner_lapsed!(),
+    " THEN 0 ELSE CAST(GREATEST(COALESCE(lease_until, 0) - ",
     now!(),
-    ", 0) AS SIGNED), request_id, response FROM idemkey_records WHERE ",
+    ", 0) AS SIGNED) END, request_id, response FROM idemkey_records WHERE ",
     scope!(),
     " AND expires_at > ",
     now!()
@@ -73,14 +90,14 @@ const LIVE: &str = concat!(
 // for that transaction to end: 1062 if it committed, inserted if it rolled back.
 const CLAIM: &str = concat!(
     "INSERT INTO idemkey_records (actor, operation, idem_key, record_id, version, fingerprint, ",
-    "state, token, lease_until, expires_at, created_at, request_id, response) ",
+    "state, token, lease_until, expires_at, created_at, request_id, response, owner) ",
     "VALUES (?, ?, ?, ?, ?, ?, 0, 1, ",
     now!(),
     " + ?, ",
     now!(),
     " + ? + ?, ",
     now!(),
-    ", ?, NULL)"
+    ", ?, NULL, ?)"
 );
 
 // The claim of a scope whose record has expired: replaces it, only if still expired.
@@ -92,7 +109,7 @@ const CLAIM_EXPIRED: &str = concat!(
     now!(),
     " + ? + ?, created_at = ",
     now!(),
-    ", request_id = ?, response = NULL WHERE ",
+    ", request_id = ?, response = NULL, owner = ? WHERE ",
     scope!(),
     " AND expires_at <= ",
     now!()
@@ -130,11 +147,13 @@ const RECLAIM: &str = concat!(
     now!(),
     " + ?, expires_at = ",
     now!(),
-    " + ? + ? WHERE ",
+    " + ? + ?, owner = ? WHERE ",
     scope!(),
-    " AND record_id = ? AND token = ? AND (state = 1 OR (state = 0 AND lease_until <= ",
+    " AND record_id = ? AND token = ? AND (state = 1 OR (state = 0 AND (lease_until <= ",
     now!(),
-    ")) AND expires_at > ",
+    " OR ",
+    owner_lapsed!(),
+    "))) AND expires_at > ",
     now!()
 );
 
@@ -201,6 +220,20 @@ const ACTOR_USAGE: &str = concat!(
     now!(),
     ", 0) AS SIGNED) FROM idemkey_records WHERE actor = ? AND expires_at > ",
     now!()
+);
+
+// A process's heartbeat: one row per owner, however many claims it holds.
+const BEAT: &str = concat!(
+    "INSERT INTO idemkey_owners (owner, alive_until) VALUES (?, ",
+    now!(),
+    " + ?) ON DUPLICATE KEY UPDATE alive_until = VALUES(alive_until)"
+);
+
+// Once per process: the rows of owners dead for a day (their claims are long stale).
+const OWNERS_SWEEP: &str = concat!(
+    "DELETE FROM idemkey_owners WHERE alive_until < ",
+    now!(),
+    " - 86400000"
 );
 
 // Two statements, once per process: whoever inserts first, every process reads the same row.
@@ -302,7 +335,8 @@ impl Backend for MySql {
         let reclaimed = sqlx::query(RECLAIM)
             .bind(millis(request.lease))
             .bind(millis(request.lease))
-            .bind(millis(request.retention));
+            .bind(millis(request.retention))
+            .bind(owner_bytes(request));
         let reclaimed = in_scope(reclaimed, &request.scope)
             .bind(seen.record_id.as_bytes().as_slice())
             .bind(seen.token);
@@ -340,6 +374,22 @@ impl Backend for MySql {
             .bind(millis(claim.retention));
         fenced(held(done, claim, conn).await?)?;
         claim.acquired = acquired;
+        Ok(())
+    }
+
+    async fn beat(
+        conn: &mut MySqlConnection,
+        owner: idemkey_core::OwnerId,
+        grace: std::time::Duration,
+        first: bool,
+    ) -> Result<()> {
+        let beat = sqlx::query(BEAT)
+            .bind(owner.as_bytes().as_slice())
+            .bind(millis(grace));
+        rows(beat, &mut *conn).await?;
+        if first {
+            rows(sqlx::query(OWNERS_SWEEP), conn).await?;
+        }
         Ok(())
     }
 
@@ -446,6 +496,7 @@ pub(super) async fn claim(conn: &mut MySqlConnection, request: &ClaimRequest) ->
         .bind(millis(request.lease))
         .bind(millis(request.retention))
         .bind(request.request_id.as_deref())
+        .bind(owner_bytes(request))
         .execute(&mut *conn)
         .await;
     match inserted {
@@ -464,7 +515,8 @@ pub(super) async fn claim(conn: &mut MySqlConnection, request: &ClaimRequest) ->
         .bind(millis(request.lease))
         .bind(millis(request.lease))
         .bind(millis(request.retention))
-        .bind(request.request_id.as_deref());
+        .bind(request.request_id.as_deref())
+        .bind(owner_bytes(request));
     if rows(in_scope(replace, &request.scope), &mut *conn).await? == 1 {
         return Ok(claimed(record_id));
     }
@@ -496,6 +548,14 @@ async fn is_live(conn: &mut MySqlConnection, scope: &Scope) -> Result<bool> {
         .await
         .map_err(store_error)?;
     Ok(live.is_some())
+}
+
+/// The claim's owner as stored, if it names one.
+fn owner_bytes(request: &ClaimRequest) -> Option<&[u8]> {
+    request
+        .owner
+        .as_ref()
+        .map(|owner| owner.as_bytes().as_slice())
 }
 
 fn scoped<'q>(sql: &'static str, scope: &'q Scope) -> Query<'q> {

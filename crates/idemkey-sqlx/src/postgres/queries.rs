@@ -27,9 +27,24 @@ macro_rules! clock {
 /// wait-then-replay of a duplicate claim needs each statement to see what committed before it.
 const BEGIN_WRITE: &str = "BEGIN ISOLATION LEVEL READ COMMITTED";
 
+/// Whether the row's claim names an owner whose heartbeat has lapsed (behaviour §8a): its
+/// claim is then stale, whatever its lease. An owner without a heartbeat row (a store
+/// wrapper that never wrote one, or an owner swept a day after its death) leaves the claim
+/// to its lease.
+macro_rules! owner_lapsed {
+    () => {
+        concat!(
+            "EXISTS (SELECT 1 FROM idemkey_owners o ",
+            "WHERE o.owner = idemkey_records.owner AND o.alive_until <= clock.t)"
+        )
+    };
+}
+
 const LOOKUP: &str = concat!(
     "SELECT record_id, version, fingerprint, state, token, ",
-    "GREATEST(COALESCE(lease_until, 0) - clock.t, 0), request_id, response ",
+    "CASE WHEN state = 0 AND ",
+    owner_lapsed!(),
+    " THEN 0 ELSE GREATEST(COALESCE(lease_until, 0) - clock.t, 0) END, request_id, response ",
     "FROM idemkey_records, ",
     clock!(),
     " WHERE actor = $1 AND operation = $2 AND idem_key = $3 AND expires_at > clock.t"
@@ -42,14 +57,14 @@ macro_rules! claim_sql {
         concat!(
             "INSERT INTO idemkey_records (actor, operation, idem_key, record_id, version, ",
             "fingerprint, state, token, lease_until, expires_at, created_at, request_id, ",
-            "response) SELECT $1, $2, $3, $4, $5, $6, 0, 1, clock.t + $7, clock.t + $7 + $8, ",
-            "clock.t, $9, NULL FROM ",
+            "response, owner) SELECT $1, $2, $3, $4, $5, $6, 0, 1, clock.t + $7, ",
+            "clock.t + $7 + $8, clock.t, $9, NULL, $10 FROM ",
             clock!(),
             " ON CONFLICT (actor, operation, idem_key) DO UPDATE SET record_id = ",
             "excluded.record_id, version = excluded.version, fingerprint = excluded.fingerprint, ",
             "state = 0, token = 1, lease_until = excluded.lease_until, ",
             "expires_at = excluded.expires_at, created_at = excluded.created_at, ",
-            "request_id = excluded.request_id, response = NULL ",
+            "request_id = excluded.request_id, response = NULL, owner = excluded.owner ",
             "WHERE idemkey_records.expires_at <= excluded.created_at RETURNING token"
         )
     };
@@ -83,11 +98,12 @@ const INSERT_COMPLETED: &str = concat!(
 
 const RECLAIM: &str = concat!(
     "UPDATE idemkey_records SET token = token + 1, state = 0, lease_until = clock.t + $6, ",
-    "expires_at = clock.t + $6 + $7 FROM ",
+    "expires_at = clock.t + $6 + $7, owner = $8 FROM ",
     clock!(),
     " WHERE actor = $1 AND operation = $2 AND idem_key = $3 AND record_id = $4 AND token = $5 ",
-    "AND (state = 1 OR (state = 0 AND lease_until <= clock.t)) AND expires_at > clock.t ",
-    "RETURNING token"
+    "AND (state = 1 OR (state = 0 AND (lease_until <= clock.t OR ",
+    owner_lapsed!(),
+    "))) AND expires_at > clock.t RETURNING token"
 );
 
 const COMPLETE: &str = concat!(
@@ -157,6 +173,20 @@ const SWEEP: &str = concat!(
 );
 
 // Two statements, once per process: whoever inserts first, every process reads the same row.
+// A process's heartbeat: one row per owner, however many claims it holds.
+const BEAT: &str = concat!(
+    "INSERT INTO idemkey_owners (owner, alive_until) SELECT $1, clock.t + $2 FROM ",
+    clock!(),
+    " ON CONFLICT (owner) DO UPDATE SET alive_until = excluded.alive_until"
+);
+
+// Once per process: the rows of owners dead for a day (their claims are long stale).
+const OWNERS_SWEEP: &str = concat!(
+    "DELETE FROM idemkey_owners USING ",
+    clock!(),
+    " WHERE alive_until < clock.t - 86400000"
+);
+
 const SECRET_INSERT: &str =
     "INSERT INTO idemkey_secret (id, secret) VALUES (1, $1) ON CONFLICT (id) DO NOTHING";
 const SECRET_SELECT: &str = "SELECT secret FROM idemkey_secret WHERE id = 1";

@@ -19,11 +19,28 @@ macro_rules! now {
     };
 }
 
+/// Whether the row's claim names an owner whose heartbeat has lapsed (behaviour §8a): its
+/// claim is then stale, whatever its lease. An owner without a heartbeat row (a store
+/// wrapper that never wrote one, or an owner swept a day after its death) leaves the claim
+/// to its lease.
+macro_rules! owner_lapsed {
+    () => {
+        concat!(
+            "EXISTS (SELECT 1 FROM idemkey_owners o ",
+            "WHERE o.owner = idemkey_records.owner AND o.alive_until <= ",
+            now!(),
+            ")"
+        )
+    };
+}
+
 const LOOKUP: &str = concat!(
     "SELECT record_id, version, fingerprint, state, token, ",
-    "MAX(COALESCE(lease_until, 0) - ",
+    "CASE WHEN state = 0 AND ",
+    owner_lapsed!(),
+    " THEN 0 ELSE MAX(COALESCE(lease_until, 0) - ",
     now!(),
-    ", 0), request_id, response ",
+    ", 0) END, request_id, response ",
     "FROM idemkey_records WHERE actor = ?1 AND operation = ?2 AND idem_key = ?3 ",
     "AND expires_at > ",
     now!()
@@ -32,19 +49,19 @@ const LOOKUP: &str = concat!(
 // The upsert replaces only an expired row; a live row makes it return nothing.
 const CLAIM: &str = concat!(
     "INSERT INTO idemkey_records (actor, operation, idem_key, record_id, version, fingerprint, ",
-    "state, token, lease_until, expires_at, created_at, request_id, response) ",
+    "state, token, lease_until, expires_at, created_at, request_id, response, owner) ",
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, 1, ",
     now!(),
     " + ?7, ",
     now!(),
     " + ?7 + ?8, ",
     now!(),
-    ", ?9, NULL) ",
+    ", ?9, NULL, ?10) ",
     "ON CONFLICT (actor, operation, idem_key) DO UPDATE SET record_id = excluded.record_id, ",
     "version = excluded.version, fingerprint = excluded.fingerprint, state = 0, token = 1, ",
     "lease_until = excluded.lease_until, expires_at = excluded.expires_at, ",
-    "created_at = excluded.created_at, request_id = excluded.request_id, response = NULL ",
-    "WHERE idemkey_records.expires_at <= ",
+    "created_at = excluded.created_at, request_id = excluded.request_id, response = NULL, ",
+    "owner = excluded.owner WHERE idemkey_records.expires_at <= ",
     now!(),
     " RETURNING token"
 );
@@ -92,11 +109,13 @@ const RECLAIM: &str = concat!(
     " + ?6, ",
     "expires_at = ",
     now!(),
-    " + ?6 + ?7 ",
+    " + ?6 + ?7, owner = ?8 ",
     "WHERE actor = ?1 AND operation = ?2 AND idem_key = ?3 AND record_id = ?4 AND token = ?5 ",
-    "AND (state = 1 OR (state = 0 AND lease_until <= ",
+    "AND (state = 1 OR (state = 0 AND (lease_until <= ",
     now!(),
-    ")) AND expires_at > ",
+    " OR ",
+    owner_lapsed!(),
+    "))) AND expires_at > ",
     now!(),
     " RETURNING token"
 );
@@ -166,6 +185,20 @@ const ACTOR_USAGE: &str = concat!(
     now!(),
     ", 0) FROM idemkey_records WHERE actor = ?1 AND expires_at > ",
     now!()
+);
+
+// A process's heartbeat: one row per owner, however many claims it holds.
+const BEAT: &str = concat!(
+    "INSERT INTO idemkey_owners (owner, alive_until) VALUES (?1, ",
+    now!(),
+    " + ?2) ON CONFLICT (owner) DO UPDATE SET alive_until = excluded.alive_until"
+);
+
+// Once per process: the rows of owners dead for a day (their claims are long stale).
+const OWNERS_SWEEP: &str = concat!(
+    "DELETE FROM idemkey_owners WHERE alive_until < ",
+    now!(),
+    " - 86400000"
 );
 
 // Two statements, once per process: whoever inserts first, every process reads the same row.

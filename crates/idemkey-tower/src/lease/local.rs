@@ -21,6 +21,7 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use super::liveness::OwnerMark;
 use idemkey_core::{ClaimRequest, Identity, Scope, Turns};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -56,6 +57,8 @@ struct Entry {
 pub(crate) struct LeaseMark {
     until: Mutex<Instant>,
     lease: Duration,
+    /// The process's heartbeat, if its claims name it: the claim is as live as both.
+    owner: std::sync::OnceLock<Arc<OwnerMark>>,
 }
 
 impl LeaseMark {
@@ -63,6 +66,7 @@ impl LeaseMark {
         Self {
             until: Mutex::new(asked + lease),
             lease,
+            owner: std::sync::OnceLock::new(),
         }
     }
 
@@ -75,8 +79,13 @@ impl LeaseMark {
         *self.until() = sent + self.lease;
     }
 
+    /// The claim names this process, whose heartbeat `owner` tracks.
+    pub(crate) fn owned_by(&self, owner: Arc<OwnerMark>) {
+        let _ = self.owner.set(owner);
+    }
+
     fn live(&self) -> bool {
-        Instant::now() < *self.until()
+        Instant::now() < *self.until() && self.owner.get().is_none_or(|owner| owner.live())
     }
 }
 

@@ -8,7 +8,8 @@
 //! - `begin`: this process's turn at the scope, the lookup in the request's own task, then,
 //!   in a task of its own, the claim (and the wait for an original in flight); `local` keeps
 //!   the turns and the executions of this process, which answer their duplicates;
-//! - `execute`: the handler under the claim, its lease renewed by `heartbeat`;
+//! - `execute`: the handler under the claim, its lease renewed by `heartbeat`, its owner (the
+//!   process) kept alive by `liveness` if the layer has an owner grace;
 //! - `settle`: the record completed, released or discarded, in the store or, with
 //!   [`IdempotencyLayer::transactional`] (feature `sqlx` of idemkey-tower; `sqlite` or
 //!   `postgres` of the `idemkey` facade), in the handler's transaction
@@ -18,6 +19,7 @@ mod begin;
 mod execute;
 mod heartbeat;
 mod layer;
+mod liveness;
 mod local;
 mod service;
 mod settle;
@@ -26,4 +28,5 @@ mod transactional;
 mod transactions;
 
 pub use layer::IdempotencyLayer;
+pub use liveness::OwnerHeartbeat;
 pub use service::Idempotency;

@@ -18,6 +18,7 @@ use tracing::{Instrument, Span, field};
 
 use super::begin::{Beginning, Lookup};
 use super::execute::{Claimed, execute};
+use super::liveness::OwnerHeartbeat;
 use super::local::Local;
 use super::transactions::MaybeTransactions;
 use crate::answer::{answered, joined, rejected, store_error};
@@ -48,6 +49,8 @@ pub(crate) struct Shared<St> {
     pub(crate) executions: Executions,
     pub(crate) local: Arc<Local>,
     pub(crate) transactions: MaybeTransactions,
+    /// This process's heartbeat as the owner of its claims, with an owner grace.
+    pub(crate) liveness: Option<OwnerHeartbeat>,
     /// Whether a misconfiguration was logged already.
     pub(crate) noticed: Noticed,
 }
@@ -55,8 +58,10 @@ pub(crate) struct Shared<St> {
 impl<St> Shared<St> {
     /// What a new layer over `store` shares.
     pub(crate) fn new(store: St, config: Config) -> Self {
+        let liveness = config.owner_heartbeat.clone();
         Self {
             store,
+            liveness,
             config: Arc::new(config),
             executions: Executions::new(),
             local: Arc::default(),
@@ -175,7 +180,7 @@ where
 /// the claim if it was granted; answers otherwise.
 async fn claim_and_execute<S, St, ResBody>(
     inner: S,
-    prepared: Prepared,
+    mut prepared: Prepared,
     lookup: Lookup,
     shared: Shared<St>,
 ) -> Result<Response<Body>, S::Error>
@@ -190,6 +195,15 @@ where
         Ok(secret) => secret,
         Err(err) => return Ok(store_error(&err)),
     };
+    // Also before the claim: a claim names an owner whose heartbeat the store has.
+    let owner = match &shared.liveness {
+        Some(heartbeat) => match heartbeat.liveness().owner(&shared.store).await {
+            Ok((owner, mark)) => Some((owner, mark)),
+            Err(err) => return Ok(store_error(&err)),
+        },
+        None => None,
+    };
+    prepared.claim.owner = owner.as_ref().map(|(owner, _)| *owner);
     let (begun, turn) = match Beginning::new(&shared, &prepared).claim(lookup).await {
         Ok(begun) => begun,
         Err(err) => return Ok(store_error(&err)),
@@ -206,6 +220,9 @@ where
     // out early, which only sends duplicates to the store).
     let asked = Instant::from_std(claim.acquired);
     let execution = shared.local.enter(&prepared.claim, (asked, claim.lease));
+    if let Some((_, mark)) = owner {
+        execution.lease().owned_by(mark);
+    }
     // Registered: duplicates that waited for this claim now find the execution.
     drop(turn);
     let claimed = Claimed {

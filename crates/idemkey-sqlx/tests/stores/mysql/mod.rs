@@ -189,10 +189,15 @@ async fn connect_with_migrates_into_the_connection_database() {
     tables.sort();
     assert_eq!(
         tables,
-        ["_idemkey_migrations", "idemkey_records", "idemkey_secret"]
+        [
+            "_idemkey_migrations",
+            "idemkey_owners",
+            "idemkey_records",
+            "idemkey_secret"
+        ]
     );
     let applied = my::scalar(&store, "SELECT count(*) FROM _idemkey_migrations").await;
-    assert_eq!(applied, 2);
+    assert_eq!(applied, 3);
     let (flush, sync, log_bin): (i64, i64, i64) = sqlx::query_as(
         "SELECT CAST(@@GLOBAL.innodb_flush_log_at_trx_commit AS SIGNED), \
          CAST(@@GLOBAL.sync_binlog AS SIGNED), CAST(@@GLOBAL.log_bin AS SIGNED)",

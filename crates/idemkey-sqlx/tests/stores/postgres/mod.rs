@@ -142,8 +142,13 @@ async fn connect_with_migrates_into_the_connection_schema() {
     .unwrap();
     assert_eq!(
         tables,
-        ["_idemkey_migrations", "idemkey_records", "idemkey_secret"]
+        [
+            "_idemkey_migrations",
+            "idemkey_owners",
+            "idemkey_records",
+            "idemkey_secret"
+        ]
     );
     let applied = pg::scalar(&store, "SELECT count(*) FROM _idemkey_migrations").await;
-    assert_eq!(applied, 2);
+    assert_eq!(applied, 3);
 }
