@@ -18,6 +18,9 @@ pub enum Reason {
     NoAnswer,
     /// The answer was cut off: its body ended early.
     CutOff,
+    /// 408: the server gave up waiting for the request (idemkey's 408 `body-unreadable`):
+    /// nothing ran, and the key covers a server that did run it.
+    RequestTimeout,
     /// 409 `request-in-flight`: the same key is still executing.
     InFlight,
     /// 429: the server asks to slow down.
@@ -39,7 +42,8 @@ pub enum Reason {
 }
 
 impl Reason {
-    /// The metric label: `connect`, `timeout`, `no-answer`, `cut-off`, `in-flight`,
+    /// The metric label: `connect`, `timeout`, `no-answer`, `cut-off`, `request-timeout`,
+    /// `in-flight`,
     /// `too-many-requests`, `bad-gateway`, `unavailable`, `gateway-timeout`,
     /// `outcome-unknown`, `server-asked`, `server-error`.
     pub fn as_str(self) -> &'static str {
@@ -48,6 +52,7 @@ impl Reason {
             Self::Timeout => "timeout",
             Self::NoAnswer => "no-answer",
             Self::CutOff => "cut-off",
+            Self::RequestTimeout => "request-timeout",
             Self::InFlight => "in-flight",
             Self::TooManyRequests => "too-many-requests",
             Self::BadGateway => "bad-gateway",
@@ -123,6 +128,7 @@ pub(crate) fn answer(answer: Answer<'_>, server_errors: bool) -> Option<Reason> 
     }
     let is = |kind: ProblemKind| answer.problem == Some(kind.slug());
     match answer.status.as_u16() {
+        408 => Some(Reason::RequestTimeout),
         409 if is(ProblemKind::RequestInFlight) || answer.retry_after => Some(Reason::InFlight),
         429 => Some(Reason::TooManyRequests),
         502 => Some(Reason::BadGateway),
@@ -200,6 +206,13 @@ mod tests {
     }
 
     #[test]
+    fn request_timeout_is_retried() {
+        assert_eq!(retried(status(408)), Some(Reason::RequestTimeout));
+        let cut_off = problem(408, "body-unreadable");
+        assert_eq!(retried(cut_off), Some(Reason::RequestTimeout));
+    }
+
+    #[test]
     fn another_409_is_final() {
         assert_eq!(retried(status(409)), None);
         assert_eq!(retried(problem(409, "email-taken")), None);
@@ -250,7 +263,7 @@ mod tests {
 
     #[test]
     fn every_other_4xx_is_final() {
-        for code in (400..=499).filter(|code| ![409, 429].contains(code)) {
+        for code in (400..=499).filter(|code| ![408, 409, 429].contains(code)) {
             assert_eq!(retried(status(code)), None, "{code}");
         }
     }

@@ -37,6 +37,7 @@
 //! | outcome of an attempt | then |
 //! | --- | --- |
 //! | no answer: connection refused or reset, a timeout, an answer cut off | retry, same key |
+//! | 408 (idemkey's `body-unreadable` after a body deadline) | retry |
 //! | 409 `request-in-flight` (or any 409 with `Retry-After`) | wait, retry |
 //! | 429, 503 (with or without `Retry-After`), 502, 504 | retry |
 //! | 500 `outcome-unknown` | retry |
