@@ -8,7 +8,7 @@ use idemkey_proxy::{Limits, Proxy, Upstream};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn the_admin_listener_closes_a_half_sent_request() {
     let upstream = Upstream::parse("http://127.0.0.1:9").unwrap();
     let proxy = Proxy::builder(upstream, MemoryStore::new())

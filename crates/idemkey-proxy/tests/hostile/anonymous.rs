@@ -51,7 +51,7 @@ async fn answer(proxy: &Proxy<MemoryStore>, key: &str, headers: &[(&str, &str)])
     String::from_utf8(body.unwrap().to_vec()).unwrap()
 }
 
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn a_cookie_user_never_shares_the_anonymous_actor() {
     let proxy = proxy("").await;
     let victim = [("cookie", "session=victim")];
@@ -68,7 +68,7 @@ async fn a_cookie_user_never_shares_the_anonymous_actor() {
     assert_eq!(answer(&proxy, "k1", &[("cookie", "")]).await, "token 2");
 }
 
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn credentials_beside_the_configured_one_are_actors_of_their_own() {
     // The actor is the session cookie; a client without it may still carry a credential.
     let proxy = proxy("cookie = \"session\"\ncredential_headers = [\"x-api-key\"]").await;

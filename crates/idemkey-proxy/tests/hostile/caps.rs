@@ -135,17 +135,17 @@ async fn on_sql(backend: Backend) {
     bytes_cap(store, count).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_actor_at_its_caps_is_refused_on_sqlite() {
     on_sql(Backend::Sqlite).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn an_actor_at_its_caps_is_refused_on_postgres() {
     on_sql(Backend::Postgres).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [mysql])]
 async fn an_actor_at_its_caps_is_refused_on_mysql() {
     on_sql(Backend::Mysql).await;
 }
@@ -175,7 +175,7 @@ async fn redis() -> (idemkey_server::RedisRecords, impl AsyncFn() -> usize) {
     (store, count)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis])]
 async fn an_actor_at_its_caps_is_refused_on_redis() {
     let (store, count) = redis().await;
     records_cap(store, count).await;
@@ -183,7 +183,7 @@ async fn an_actor_at_its_caps_is_refused_on_redis() {
     bytes_cap(store, count).await;
 }
 
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn the_builders_caps_win_over_the_files() {
     let (store, _db, _dir) = sql(Backend::Sqlite).await;
     let (upstream, calls) = counting_upstream().await;
@@ -199,7 +199,7 @@ async fn the_builders_caps_win_over_the_files() {
     assert_eq!(calls.load(Ordering::SeqCst), 2);
 }
 
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn a_store_that_cannot_keep_caps_is_refused_at_build() {
     let (upstream, _) = counting_upstream().await;
     let config = format!("max_bytes_per_actor = \"1MiB\"\n{}", crate::ROUTE);

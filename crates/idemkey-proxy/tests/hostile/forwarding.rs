@@ -64,7 +64,7 @@ async fn send(proxy: std::net::SocketAddr, request: &str) -> (String, String) {
     (head, String::from_utf8(body).unwrap())
 }
 
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn a_clients_forwarding_headers_never_reach_the_upstream() {
     let (upstream, _) = echoing_upstream().await;
     let proxy = serve(upstream).await;
@@ -91,7 +91,7 @@ async fn a_clients_forwarding_headers_never_reach_the_upstream() {
     );
 }
 
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn forwarding_headers_over_h2c_are_the_proxys_own() {
     let (upstream, _) = echoing_upstream().await;
     let proxy = serve(upstream).await;
@@ -119,7 +119,7 @@ async fn forwarding_headers_over_h2c_are_the_proxys_own() {
     );
 }
 
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn a_missing_doubled_or_malformed_host_is_refused() {
     let (upstream, calls) = echoing_upstream().await;
     let proxy = serve(upstream).await;

@@ -60,7 +60,7 @@ fn scope(actor: &str, key: &str) -> Scope {
     Scope::new(actor, &operation, key.parse::<Key>().unwrap())
 }
 
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn the_actor_is_keyed_by_the_stores_secret() {
     let (upstream, _) = counting_upstream().await;
     let store = MemoryStore::new();
@@ -102,7 +102,7 @@ async fn record_of_an_earlier_version(store: &MemoryStore, key: &str) {
     assert_eq!(response.status(), StatusCode::CREATED);
 }
 
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn a_record_under_the_unkeyed_actor_is_still_replayed() {
     let (upstream, calls) = counting_upstream().await;
     let store = MemoryStore::new();

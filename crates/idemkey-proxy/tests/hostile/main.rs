@@ -113,11 +113,15 @@ pub(crate) async fn serve(upstream: Upstream) -> std::net::SocketAddr {
     addr
 }
 
+fn main() -> std::process::ExitCode {
+    idemkey_test_support::trials::main()
+}
+
 const POST: &str = "POST /v1/items HTTP/1.1\r\nhost: proxy\r\nauthorization: Bearer alice\r\n\
                     idempotency-key: k1\r\ncontent-length: 2\r\n\r\n{}";
 const GET: &str = "GET /v1/items HTTP/1.1\r\nhost: proxy\r\n\r\n";
 
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn an_upstream_answer_with_two_framings_never_desynchronises_the_client() {
     let proxy = serve(framing_upstream().await).await;
     let mut client = TcpStream::connect(proxy).await.unwrap();
@@ -143,7 +147,7 @@ async fn an_upstream_answer_with_two_framings_never_desynchronises_the_client() 
 
 /// An unrecorded answer streams: ambiguous framing is a failure there too, never an answer
 /// cut to the upstream's `Content-Length`.
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn an_unrecorded_answer_with_two_framings_keeps_the_client_in_step() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -189,7 +193,7 @@ async fn received_key(proxy: &Proxy<MemoryStore>, request: Request<Body>) -> Str
     String::from_utf8(bytes.to_vec()).unwrap()
 }
 
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn a_client_never_sends_the_upstream_a_derived_key() {
     let proxy = Proxy::builder(echoing_upstream().await, MemoryStore::new())
         .config(ROUTE.parse::<ProxyConfig>().unwrap())
@@ -253,7 +257,7 @@ async fn serve_with_timeout(upstream: Upstream) -> std::net::SocketAddr {
     addr
 }
 
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn a_malformed_body_on_an_unrecorded_request_is_the_clients_fault() {
     let proxy = serve_with_timeout(stalling_upstream(String::new()).await).await;
     let mut client = TcpStream::connect(proxy).await.unwrap();
@@ -265,7 +269,7 @@ async fn a_malformed_body_on_an_unrecorded_request_is_the_clients_fault() {
     assert!(String::from_utf8_lossy(&body).contains("body-unreadable"));
 }
 
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn a_stalled_unrecorded_body_ends_the_answer() {
     let upstream =
         stalling_upstream("HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc".to_owned()).await;
@@ -279,7 +283,7 @@ async fn a_stalled_unrecorded_body_ends_the_answer() {
     assert_eq!(read.expect("the proxy held the client"), None);
 }
 
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn a_stalled_tail_of_a_long_recorded_body_ends_the_answer() {
     // Past the 1 MiB the proxy reads ahead, the rest of a recorded answer streams.
     let sent = "x".repeat(1536 * 1024);

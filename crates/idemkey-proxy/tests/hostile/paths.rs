@@ -41,7 +41,7 @@ async fn post(proxy: &Proxy<MemoryStore>, target: &str) -> (StatusCode, String) 
     (status, String::from_utf8(body.unwrap().to_vec()).unwrap())
 }
 
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn a_required_key_cannot_be_bypassed_by_spelling_the_path_otherwise() {
     let (upstream, seen) = noting_upstream("").await;
     let config = "[[route]]\nmethods = [\"POST\"]\npath = \"/v1/payments\"\nrequire_key = true";
@@ -71,7 +71,7 @@ async fn a_required_key_cannot_be_bypassed_by_spelling_the_path_otherwise() {
     );
 }
 
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn a_path_never_leaves_the_upstreams_base() {
     let (upstream, seen) = noting_upstream("/api").await;
     let proxy = Proxy::builder(upstream, MemoryStore::new())
@@ -114,7 +114,7 @@ async fn a_path_never_leaves_the_upstreams_base() {
 /// Through the proxy's own listener, where the router notes the URI as sent: the record's
 /// fingerprint is of the normalised path too, so a retry spelled otherwise is the same
 /// request, replayed.
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn a_retry_spelled_otherwise_is_the_same_request() {
     use tokio::io::AsyncWriteExt;
 

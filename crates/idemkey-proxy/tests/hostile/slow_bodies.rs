@@ -99,7 +99,7 @@ async fn send_whole(addr: SocketAddr, path: &str, key: Option<&str>) -> (String,
 /// deadline and closed, and a fourth client waiting for a connection is answered. The
 /// upstream never received the trickled requests as whole ones, and the recorded key was
 /// left unclaimed: sent whole, it is forwarded now, not answered 409 or replayed.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trickled_bodies_are_cut_off_at_the_deadline_and_free_their_connections() {
     let (upstream, received) = recording_upstream().await;
     let proxy = Proxy::builder(upstream, MemoryStore::new())
