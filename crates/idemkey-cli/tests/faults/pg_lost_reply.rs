@@ -7,38 +7,10 @@
 
 use idemkey_test_support::notes::{ALICE, create};
 use idemkey_test_support::pg::Schema;
-use idemkey_test_support::relay::{Relay, Trigger, simple_query};
+use idemkey_test_support::relay::{Relay, Trigger, simple_query, through, upstream};
 use idemkey_test_support::serve::Serve;
 
 use crate::IDEMKEY;
-
-/// `url` with its host and port replaced by the relay's, and the address it named.
-fn via_relay(url: &str, relay: std::net::SocketAddr) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap();
-    let end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(end);
-    let user = authority
-        .rsplit_once('@')
-        .map(|(user, _)| format!("{user}@"));
-    format!("{scheme}://{}{relay}{path}", user.unwrap_or_default())
-}
-
-fn upstream(url: &str) -> std::net::SocketAddr {
-    let rest = url.split_once("://").unwrap().1;
-    let authority = &rest[..rest.find(['/', '?']).unwrap_or(rest.len())];
-    let host = authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, host)| host);
-    let host = if host.contains(':') {
-        host.to_owned()
-    } else {
-        format!("{host}:5432")
-    };
-    std::net::ToSocketAddrs::to_socket_addrs(&host)
-        .unwrap()
-        .next()
-        .unwrap()
-}
 
 struct Fixture {
     schema: Schema,
@@ -50,8 +22,8 @@ struct Fixture {
 async fn start(args: &[&str]) -> Fixture {
     let base = idemkey_test_support::needs::postgres_url();
     let schema = Schema::create(&base).await;
-    let relay = Relay::start(upstream(&base)).await;
-    let url = via_relay(&schema.url(), relay.addr);
+    let relay = Relay::start(upstream(&base, 5432)).await;
+    let url = through(&schema.url(), relay.addr);
     let server = Serve::start(IDEMKEY, &url, args);
     let fixture = Fixture {
         schema,
