@@ -76,23 +76,18 @@ const UNLIMITED: &str = "unlimited";
 impl CapValue {
     /// The cap on records it says, `None` for unlimited; `key` names it in the error.
     pub fn records(&self, key: &'static str) -> Result<Option<u64>> {
-        let refused = || Error::ActorCap {
-            key,
-            value: self.to_string(),
-        };
-        match self {
-            Self::Number(0) => Err(refused()),
-            Self::Number(n) => Ok(Some(*n)),
-            Self::Text(text) if text.trim() == UNLIMITED => Ok(None),
-            Self::Text(text) => match text.trim().parse::<u64>() {
-                Ok(n) if n > 0 => Ok(Some(n)),
-                _ => Err(refused()),
-            },
-        }
+        self.cap(key, |text| {
+            text.trim().parse::<u64>().ok().filter(|n| *n > 0)
+        })
     }
 
     /// The cap on bytes it says, `None` for unlimited; `key` names it in the error.
     pub fn bytes(&self, key: &'static str) -> Result<Option<u64>> {
+        self.cap(key, size)
+    }
+
+    /// The cap it says, a text other than `unlimited` read by `parse`; 0 is refused.
+    fn cap(&self, key: &'static str, parse: fn(&str) -> Option<u64>) -> Result<Option<u64>> {
         let refused = || Error::ActorCap {
             key,
             value: self.to_string(),
@@ -101,7 +96,7 @@ impl CapValue {
             Self::Number(0) => Err(refused()),
             Self::Number(n) => Ok(Some(*n)),
             Self::Text(text) if text.trim() == UNLIMITED => Ok(None),
-            Self::Text(text) => size(text).map(Some).ok_or_else(refused),
+            Self::Text(text) => parse(text).map(Some).ok_or_else(refused),
         }
     }
 }
