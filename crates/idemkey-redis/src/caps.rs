@@ -67,17 +67,19 @@ where
         };
         let checked = self.caps.check(&usage, 0);
         if checked.is_err() {
-            self.note(scope, key, Change::Gone).await;
+            self.write_note(scope, key, Change::Gone).await;
         }
         checked
     }
 
-    /// Follows a change of the record of `scope` (Redis key `key`) in its actor's ledger, if
-    /// the store has caps. A failure is logged: the record's own change is done, and the
-    /// entry errs on the side of the cap until its own expiry.
-    pub(crate) async fn note(&self, scope: &Scope, key: &str, change: Change) {
+    /// Follows a change of the record of `scope` in its actor's ledger, if the store has caps
+    /// (the record's key is derived only then: without caps this costs nothing). A failure is
+    /// logged: the record's own change is done, and the entry errs on the side of the cap
+    /// until its own expiry.
+    pub(crate) async fn note(&self, scope: &Scope, change: Change) {
         if !self.caps.is_unlimited() {
-            self.write_note(scope, key, change).await;
+            self.write_note(scope, &self.keys.record(scope), change)
+                .await;
         }
     }
 

@@ -386,12 +386,7 @@ where
         let token = record::token(&self.run(&invocation, Sent::Harmless).await?)?;
         if token.is_some() {
             let life = request.lease + request.retention;
-            self.note(
-                &request.scope,
-                &self.keys.record(&request.scope),
-                Change::Renewed { life },
-            )
-            .await;
+            self.note(&request.scope, Change::Renewed { life }).await;
         }
         Ok(token.map(|token| request.grant(seen.record_id, token, acquired, Some(seen))))
     }
@@ -408,8 +403,7 @@ where
             retention: claim.retention,
             bytes,
         };
-        self.note(&claim.scope, &self.keys.record(&claim.scope), change)
-            .await;
+        self.note(&claim.scope, change).await;
         Ok(())
     }
 
@@ -418,20 +412,14 @@ where
         invocation.arg(ms(claim.retention));
         self.fenced(&invocation, Sent::Harmless).await?;
         let life = claim.retention;
-        self.note(
-            &claim.scope,
-            &self.keys.record(&claim.scope),
-            Change::Renewed { life },
-        )
-        .await;
+        self.note(&claim.scope, Change::Renewed { life }).await;
         Ok(())
     }
 
     async fn discard(&self, claim: &Claim) -> Result<()> {
         let invocation = self.held(&scripts().discard, claim);
         self.fenced(&invocation, Sent::Harmless).await?;
-        self.note(&claim.scope, &self.keys.record(&claim.scope), Change::Gone)
-            .await;
+        self.note(&claim.scope, Change::Gone).await;
         Ok(())
     }
 
@@ -442,12 +430,7 @@ where
         self.fenced(&invocation, Sent::Harmless).await?;
         claim.acquired = acquired;
         let life = claim.lease + claim.retention;
-        self.note(
-            &claim.scope,
-            &self.keys.record(&claim.scope),
-            Change::Renewed { life },
-        )
-        .await;
+        self.note(&claim.scope, Change::Renewed { life }).await;
         Ok(())
     }
 
