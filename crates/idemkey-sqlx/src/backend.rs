@@ -68,6 +68,11 @@ pub trait Backend: Database + Sealed {
     /// round trip). Not on SQLite, whose writes take the store's writer.
     const CLAIM_ON_LOOKUP_CONNECTION: bool = false;
 
+    /// Whether atomic mode reads the record before its write transaction unless the layer
+    /// says otherwise (`AtomicIdempotencyLayer::lookup_first`): where a statement costs
+    /// more than a retry's speculative execution saves, a backend starts without it.
+    const LOOKUP_FIRST: bool = true;
+
     /// Atomic mode: opens a write transaction whose first statement claims the scope.
     ///
     /// `looked_up` is the lookup's connection when [`Self::CLAIM_ON_LOOKUP_CONNECTION`].
