@@ -216,8 +216,28 @@ pub trait Backend: Database + Sealed {
 
     /// The pool that write transactions and the store's own writes take their connection
     /// from. Defaults to `pool` itself; SQLite uses a pool of one connection of its own.
-    fn writer_pool(pool: &Pool<Self>) -> Pool<Self> {
+    fn writer_pool(pool: &Pool<Self>, settings: &Self::Settings) -> Pool<Self> {
+        let _ = settings;
         pool.clone()
+    }
+
+    /// Lets the next commit on `conn`, a connection of the writer pool, return before the
+    /// disk has it, if this backend groups the store's short writes; the caller gives the
+    /// connection back, then awaits [`Self::flush`] before relying on the write. Whether it
+    /// did: only SQLite with group commit on (`sqlite/group.rs`); elsewhere every commit
+    /// waits for the disk itself (PostgreSQL and MariaDB share their flushes already).
+    fn relax(
+        conn: &mut Self::Connection,
+        settings: &Self::Settings,
+    ) -> impl Future<Output = Result<bool>> + Send {
+        let _ = (conn, settings);
+        std::future::ready(Ok(false))
+    }
+
+    /// Returns once every commit that [`Self::relax`] let return early is on disk.
+    fn flush(settings: &Self::Settings) -> impl Future<Output = Result<()>> + Send {
+        let _ = settings;
+        std::future::ready(Ok(()))
     }
 
     /// How long an atomic claim's in-process duplicate waits for it before answering

@@ -76,5 +76,5 @@ pub use mysql::{MySqlSettings, MySqlStore};
 #[cfg(feature = "postgres")]
 pub use postgres::{DEFAULT_CLAIM_LOCK_TIMEOUT, DEFAULT_MAX_CONNECTIONS, PgSettings, PgStore};
 #[cfg(feature = "sqlite")]
-pub use sqlite::{DEFAULT_BUSY_TIMEOUT, SqliteStore};
+pub use sqlite::{DEFAULT_BUSY_TIMEOUT, SqliteSettings, SqliteStore};
 pub use store::SqlxStore;

@@ -73,9 +73,10 @@ impl<DB: Backend> Clone for SqlxStore<DB> {
 impl<DB: Backend> SqlxStore<DB> {
     /// A store on an existing pool, whose schema must be migrated (see `migrate`).
     pub fn from_pool(pool: Pool<DB>) -> Self {
+        let settings = DB::default_settings(&pool);
         Self {
-            settings: DB::default_settings(&pool),
-            writer: DB::writer_pool(&pool),
+            writer: DB::writer_pool(&pool, &settings),
+            settings,
             pool,
             local: Some(Arc::default()),
             secret: Arc::default(),
@@ -148,8 +149,12 @@ impl<DB: Backend> SqlxStore<DB> {
             // On a refusal the transaction rolls back as it drops.
             self.within_caps(&mut tx, request, None).await?;
         }
+        let relaxed = DB::relax(&mut tx, &self.settings).await?;
         // Like the unconfined claim, a lost reply here is not `OutcomeUnknown`: nothing ran.
         tx.commit().await.map_err(store_error::<DB>)?;
+        if relaxed {
+            DB::flush(&self.settings).await?;
+        }
         Ok(outcome)
     }
 
@@ -242,6 +247,31 @@ impl<DB: Backend> SqlxStore<DB> {
         self.pool.close().await;
     }
 
+    /// The writer's connection for one of the store's short writes that another request
+    /// may read before it is on disk, as it only ever answers `request-in-flight` (a claim,
+    /// a renewal, a heartbeat, a release), relaxed where the backend groups such commits
+    /// ([`Backend::relax`]). Pass it to [`Self::grouped`] with what was written.
+    async fn grouped_conn(&self) -> Result<(PoolConnection<DB>, bool)> {
+        let mut conn = self.write_conn().await?;
+        let relaxed = DB::relax(&mut conn, &self.settings).await?;
+        Ok((conn, relaxed))
+    }
+
+    /// Gives the writer back first, so that the next write proceeds while this one waits
+    /// for the disk; then, if the write was relaxed, waits for the flush that covers it.
+    async fn grouped<T>(
+        &self,
+        (conn, relaxed): (PoolConnection<DB>, bool),
+        written: Result<T>,
+    ) -> Result<T> {
+        drop(conn);
+        let written = written?;
+        if relaxed {
+            DB::flush(&self.settings).await?;
+        }
+        Ok(written)
+    }
+
     pub(crate) async fn conn(&self) -> Result<PoolConnection<DB>> {
         self.pool.acquire().await.map_err(store_error::<DB>)
     }
@@ -271,53 +301,64 @@ impl<DB: Backend> Store for SqlxStore<DB> {
         if !self.caps.is_unlimited() {
             return self.try_claim_capped(request).await;
         }
-        let mut conn = self.write_conn().await?;
+        let mut conn = self.grouped_conn().await?;
         // The claim is one statement that commits on its own: a transaction around it would
         // add a BEGIN and a COMMIT round trip. A lost reply is not `OutcomeUnknown` here: at
         // most a claim committed, nothing ran, and the claim's lease runs out.
+        let mut outcome = Err(Error::Contention);
         for _ in 0..CLAIM_ATTEMPTS {
-            match DB::try_claim(&mut conn, request).await {
-                // The live record the claim met was gone before the lookup (forgotten, swept
-                // or given back): claim again.
-                Err(Error::Contention) => continue,
-                outcome => return outcome,
+            outcome = DB::try_claim(&mut conn.0, request).await;
+            // The live record the claim met was gone before the lookup (forgotten, swept or
+            // given back): claim again.
+            if !matches!(outcome, Err(Error::Contention)) {
+                break;
             }
         }
-        Err(Error::Contention)
+        self.grouped(conn, outcome).await
     }
 
     async fn reclaim(&self, request: &ClaimRequest, seen: &Record) -> Result<Option<Claim>> {
-        DB::reclaim(&mut *self.write_conn().await?, request, seen).await
+        let mut conn = self.grouped_conn().await?;
+        let reclaimed = DB::reclaim(&mut conn.0, request, seen).await;
+        self.grouped(conn, reclaimed).await
     }
 
     async fn complete(&self, claim: &Claim, response: &StoredResponse) -> Result<()> {
         // The hook first: a paused request must not hold the writer from the others.
         self.hit(Point::BeforeComplete).await?;
+        // Not grouped: another request may replay the record as soon as it commits, so it
+        // must be on disk by then (`sqlite/group.rs`).
         let mut conn = self.write_conn().await?;
         DB::complete(&mut *conn, claim, response).await
     }
 
     async fn release(&self, claim: &Claim) -> Result<()> {
         self.hit(Point::BeforeRelease).await?;
-        let mut conn = self.write_conn().await?;
-        DB::release(&mut *conn, claim).await
+        let mut conn = self.grouped_conn().await?;
+        let released = DB::release(&mut conn.0, claim).await;
+        self.grouped(conn, released).await
     }
 
     async fn discard(&self, claim: &Claim) -> Result<()> {
         self.hit(Point::BeforeRelease).await?;
-        let mut conn = self.write_conn().await?;
-        DB::discard(&mut *conn, claim).await
+        let mut conn = self.grouped_conn().await?;
+        let discarded = DB::discard(&mut conn.0, claim).await;
+        self.grouped(conn, discarded).await
     }
 
     async fn extend(&self, claim: &mut Claim) -> Result<()> {
-        DB::extend(&mut *self.write_conn().await?, claim).await
+        let mut conn = self.grouped_conn().await?;
+        let extended = DB::extend(&mut conn.0, claim).await;
+        self.grouped(conn, extended).await
     }
 
     async fn beat(&self, owner: idemkey_core::OwnerId, grace: std::time::Duration) -> Result<()> {
         let first = !self
             .owners_swept
             .swap(true, std::sync::atomic::Ordering::Relaxed);
-        DB::beat(&mut *self.write_conn().await?, owner, grace, first).await
+        let mut conn = self.grouped_conn().await?;
+        let beaten = DB::beat(&mut conn.0, owner, grace, first).await;
+        self.grouped(conn, beaten).await
     }
 
     async fn forget(&self, scope: &Scope) -> Result<bool> {

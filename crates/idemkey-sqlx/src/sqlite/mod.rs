@@ -6,9 +6,11 @@
 //! the busy timeout ([`DEFAULT_BUSY_TIMEOUT`]).
 
 mod error;
+mod group;
 mod queries;
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use idemkey_core::Result;
@@ -21,9 +23,18 @@ use sqlx::{Connection, Sqlite};
 
 use crate::SqlxStore;
 use error::store_error;
+use group::Grouping;
 
 /// The SQLite store: records in the same database file as the business tables.
 pub type SqliteStore = SqlxStore<Sqlite>;
+
+/// What a SQLite store is configured with beyond its pool: whether its short writes share
+/// their syncs (group commit), which [`SqliteStore::connect_with`] turns on for a file in WAL
+/// mode (behaviour [§8a](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8a-external-effects-lease-mode)).
+#[derive(Clone, Debug, Default)]
+pub struct SqliteSettings {
+    grouping: Arc<Grouping>,
+}
 
 /// How long a statement waits for another connection's write lock before giving up with
 /// `store-unavailable`. Defaults to 5 s.
@@ -78,7 +89,34 @@ impl SqlxStore<Sqlite> {
             .map_err(store_error)?;
         let store = Self::from_pool(pool);
         store.migrate().await?;
+        store.group_commits().await?;
         Ok(store)
+    }
+
+    /// Turns group commit on for the store's short lease-mode writes (claims, renewals,
+    /// heartbeats, releases: see `group.rs`) where it keeps them durable: a database file
+    /// in WAL mode with `synchronous` at `FULL` or `EXTRA`, as [`Self::connect_options`]
+    /// sets. Completions, atomic mode and the application's own transactions keep the
+    /// configured level.
+    async fn group_commits(&self) -> Result<()> {
+        let mut conn = self.write_conn().await?;
+        let journal: String = sqlx::query_scalar("PRAGMA journal_mode")
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(store_error)?;
+        let level: i64 = sqlx::query_scalar("PRAGMA synchronous")
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(store_error)?;
+        let file = self.pool.connect_options().get_filename().to_owned();
+        if !journal.eq_ignore_ascii_case("wal") || level < 2 || !file.is_file() {
+            return Ok(());
+        }
+        // Absolute: the syncs open the file by name, whatever the directory is then.
+        let file =
+            std::fs::canonicalize(&file).map_err(|e| idemkey_core::Error::Backend(Box::new(e)))?;
+        self.settings.grouping.enable(&file, level);
+        Ok(())
     }
 
     /// Applies idemkey's migrations (the `idemkey_records` table), tracked in
@@ -127,7 +165,7 @@ fn create_private(_path: &std::path::Path) -> Result<()> {
 /// wait in line here is bounded by [`DEFAULT_BUSY_TIMEOUT`] (or the pool's acquire timeout if
 /// shorter), past which the request is `store-unavailable` as before. A pool of one
 /// connection is its own writer.
-pub(crate) fn writer_pool(pool: &SqlitePool) -> SqlitePool {
+pub(crate) fn writer_pool(pool: &SqlitePool, grouping: Arc<Grouping>) -> SqlitePool {
     let options = pool.options();
     if options.get_max_connections() <= 1 {
         return pool.clone();
@@ -138,6 +176,18 @@ pub(crate) fn writer_pool(pool: &SqlitePool) -> SqlitePool {
         .acquire_timeout(options.get_acquire_timeout().min(DEFAULT_BUSY_TIMEOUT))
         // See `reusable`.
         .before_acquire(|conn, meta| Box::pin(async move { Ok(reusable(conn, &meta)) }))
+        // A grouped write left the connection at `synchronous = NORMAL`: the configured level
+        // is back before anyone else's transaction can commit on it, or the connection is
+        // closed.
+        .after_release(move |conn, _meta| {
+            let restore = grouping.take_restore();
+            Box::pin(async move {
+                let Some(restore) = restore else {
+                    return Ok(true);
+                };
+                Ok(sqlx::raw_sql(restore).execute(conn).await.is_ok())
+            })
+        })
         .connect_lazy_with((*pool.connect_options()).clone())
 }
 
@@ -187,6 +237,88 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(n, 16);
+        store.close().await;
+    }
+
+    async fn store_in(dir: &tempfile::TempDir) -> SqliteStore {
+        let url = format!("sqlite://{}", dir.path().join("g.db").display());
+        SqliteStore::connect(&url).await.unwrap()
+    }
+
+    /// A claim of a scope of its own (an actor of its own).
+    fn claim_request(actor: &str) -> idemkey_core::ClaimRequest {
+        idemkey_core::testkit::request_for(actor, "create-note", "{}")
+    }
+
+    /// A claim commits without holding the writer through its sync: while syncs are held
+    /// off, the claim does not return, and an application's write transaction begins and
+    /// commits meanwhile, at the configured `synchronous` level. Once syncs resume, one sync
+    /// that began after both claims' commits returns them. Without group commit the claims
+    /// would return before any sync ran (each commit syncing itself, holding the writer).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn claims_share_a_sync_that_begins_after_them_and_free_the_writer_meanwhile() {
+        use idemkey_core::{Store, TryClaim};
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_in(&dir).await;
+        let flush = store.settings.grouping.flush().expect("group commit is on");
+        let (syncs, taken) = flush.counts();
+        let held = flush.hold().await;
+        let claims: Vec<_> = ["k1", "k2"]
+            .into_iter()
+            .map(|key| {
+                let store = store.clone();
+                tokio::spawn(async move { store.try_claim(&claim_request(key)).await })
+            })
+            .collect();
+        // Both claims have committed and wait for a sync, which is held off.
+        let waiting = async {
+            while flush.counts().1 < taken + 2 {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), waiting)
+            .await
+            .expect("both claims wait for a sync");
+        let visible: i64 = sqlx::query_scalar("SELECT count(*) FROM idemkey_records")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(visible, 2, "both claims committed");
+        assert!(
+            claims.iter().all(|claim| !claim.is_finished()),
+            "they wait for a sync"
+        );
+
+        let mut tx = store.begin_write().await.unwrap();
+        let level: i64 = sqlx::query_scalar("PRAGMA synchronous")
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
+        assert_eq!(level, 2, "the application's transaction commits at FULL");
+        tx.commit().await.unwrap();
+
+        drop(held);
+        for claim in claims {
+            assert!(matches!(
+                claim.await.unwrap().unwrap(),
+                TryClaim::Claimed(_)
+            ));
+        }
+        assert_eq!(flush.counts().0, syncs + 1, "one sync covered both");
+        store.close().await;
+    }
+
+    /// A database that is not a file in WAL mode keeps every commit syncing itself.
+    #[tokio::test]
+    async fn group_commit_needs_a_wal_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("d.db").display());
+        let options = SqliteStore::connect_options(&url)
+            .unwrap()
+            .journal_mode(SqliteJournalMode::Delete);
+        let store = SqliteStore::connect_with(options).await.unwrap();
+        assert!(store.settings.grouping.flush().is_none());
         store.close().await;
     }
 

@@ -7,6 +7,7 @@ use futures_util::StreamExt;
 use idemkey_core::{Claim, ClaimRequest, Error, Record, Result, Scope, StoredResponse, TryClaim};
 use sqlx::{Either, Pool, Row, Sqlite, Transaction};
 
+use super::SqliteSettings;
 use super::error::store_error;
 use crate::error::millis;
 use crate::row::{RecordRow, fenced, into_record};
@@ -207,12 +208,34 @@ const SECRET_INSERT: &str =
 const SECRET_SELECT: &str = "SELECT secret FROM idemkey_secret WHERE id = 1";
 
 impl Backend for Sqlite {
-    type Settings = ();
+    type Settings = SqliteSettings;
 
-    fn default_settings(_pool: &Pool<Self>) -> Self::Settings {}
+    fn default_settings(_pool: &Pool<Self>) -> Self::Settings {
+        SqliteSettings::default()
+    }
 
-    fn writer_pool(pool: &Pool<Self>) -> Pool<Self> {
-        super::writer_pool(pool)
+    fn writer_pool(pool: &Pool<Self>, settings: &SqliteSettings) -> Pool<Self> {
+        super::writer_pool(pool, settings.grouping.clone())
+    }
+
+    async fn relax(conn: &mut Self::Connection, settings: &SqliteSettings) -> Result<bool> {
+        if settings.grouping.flush().is_none() {
+            return Ok(false);
+        }
+        // Marked first: however this ends, the writer pool puts the level back.
+        settings.grouping.relaxed();
+        sqlx::raw_sql("PRAGMA synchronous = NORMAL")
+            .execute(conn)
+            .await
+            .map_err(store_error)?;
+        Ok(true)
+    }
+
+    async fn flush(settings: &SqliteSettings) -> Result<()> {
+        match settings.grouping.flush() {
+            Some(flush) => flush.flush().await,
+            None => Ok(()),
+        }
     }
 
     async fn begin_write(pool: &Pool<Self>) -> Result<Transaction<'static, Self>> {

@@ -1,0 +1,271 @@
+//! Group commit for the store's short writes on SQLite: a claim, a renewal, a heartbeat, a
+//! release commits without waiting for the disk (`synchronous = NORMAL` for that one commit),
+//! gives the writer back at once, and then waits for one `fdatasync` of the WAL that it
+//! shares with every write committed before that sync began.
+//!
+//! Why this keeps each write durable when it returns. In WAL mode a commit appends its frames
+//! to the `-wal` file; `synchronous = NORMAL` only skips the sync that `FULL` makes before the
+//! commit returns. The frames are in the file (the kernel's cache) as soon as the commit
+//! returns, so a sync of that file which begins afterwards puts them on disk, whoever makes
+//! it; the WAL is only appended to, so every earlier commit is covered too. If a checkpoint
+//! moved the frames into the database file and the WAL started over, that checkpoint synced
+//! both files first (it does under `NORMAL`). A WAL file that is new since the last sync also
+//! gets its directory synced, as SQLite does for a new WAL under `FULL`.
+//!
+//! What it does not cover: the commits that others read before they are on disk. A claim
+//! read by a duplicate only answers `request-in-flight`, which promises nothing, so claims
+//! and the other lease writes are grouped; a completion is read as a replay, which promises
+//! that the answer stands, so completions keep `synchronous = FULL` and are on disk before
+//! any other request can read them.
+
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use idemkey_core::{Error, Result};
+
+/// A store's group commit: off until [`Grouping::enable`] (the store opened the file itself,
+/// in WAL mode with `synchronous` at `FULL` or above), shared by the store's clones.
+#[derive(Debug, Default)]
+pub(crate) struct Grouping {
+    flush: OnceLock<GroupFlush>,
+    /// Whether the writer's connection was left at `synchronous = NORMAL`: the writer pool
+    /// puts the configured level back when the connection returns (see `writer_pool`).
+    relaxed: AtomicBool,
+}
+
+impl Grouping {
+    /// Turns group commit on for the database whose main file is `db`, restoring
+    /// `synchronous` to `level` (2 `FULL`, 3 `EXTRA`) after each grouped write.
+    pub(crate) fn enable(&self, db: &Path, level: i64) {
+        let _ = self.flush.set(GroupFlush::new(db, level));
+    }
+
+    /// The flush, if group commit is on.
+    pub(crate) fn flush(&self) -> Option<&GroupFlush> {
+        self.flush.get()
+    }
+
+    /// Notes that the writer's connection is at `synchronous = NORMAL` now.
+    pub(crate) fn relaxed(&self) {
+        self.relaxed.store(true, Ordering::SeqCst);
+    }
+
+    /// The statement that puts the configured level back, if a grouped write left the
+    /// connection relaxed; clears the mark.
+    pub(crate) fn take_restore(&self) -> Option<&'static str> {
+        if !self.relaxed.swap(false, Ordering::SeqCst) {
+            return None;
+        }
+        self.flush().map(GroupFlush::restore)
+    }
+}
+
+/// One sync of the WAL at a time, each covering every ticket taken before it began.
+#[derive(Debug)]
+pub(crate) struct GroupFlush {
+    wal: PathBuf,
+    db: PathBuf,
+    restore: &'static str,
+    /// Tickets handed out, one per grouped commit, each taken after its commit returned.
+    taken: AtomicU64,
+    /// The highest ticket a finished sync covered, and the WAL file it synced; held while a
+    /// sync runs, so that commits arriving meanwhile wait for the next one together.
+    done: tokio::sync::Mutex<Synced>,
+    /// How many syncs ran.
+    #[cfg(test)]
+    syncs: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Synced {
+    ticket: u64,
+    wal: Option<FileId>,
+}
+
+/// Which file a path named when it was synced: a WAL deleted and made again is another.
+type FileId = (u64, u64);
+
+impl GroupFlush {
+    fn new(db: &Path, level: i64) -> Self {
+        let mut wal = db.as_os_str().to_owned();
+        wal.push("-wal");
+        Self {
+            wal: wal.into(),
+            db: db.to_owned(),
+            restore: if level >= 3 {
+                "PRAGMA synchronous = EXTRA"
+            } else {
+                "PRAGMA synchronous = FULL"
+            },
+            taken: AtomicU64::new(0),
+            done: tokio::sync::Mutex::default(),
+            #[cfg(test)]
+            syncs: AtomicU64::new(0),
+        }
+    }
+
+    fn restore(&self) -> &'static str {
+        self.restore
+    }
+
+    /// Holds off every sync until the guard drops, as a sync under way does.
+    #[cfg(test)]
+    pub(crate) async fn hold(&self) -> tokio::sync::MutexGuard<'_, impl Sized> {
+        self.done.lock().await
+    }
+
+    /// How many syncs ran, and how many tickets are taken.
+    #[cfg(test)]
+    pub(crate) fn counts(&self) -> (u64, u64) {
+        (
+            self.syncs.load(Ordering::SeqCst),
+            self.taken.load(Ordering::SeqCst),
+        )
+    }
+
+    /// Returns once everything committed before the call is on disk: a sync that began after
+    /// the call, made by this caller or by another one waiting at the same time.
+    pub(crate) async fn flush(&self) -> Result<()> {
+        let ticket = self.taken.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut done = self.done.lock().await;
+        if done.ticket >= ticket {
+            return Ok(());
+        }
+        // Every ticket up to here was taken after its commit returned and before this sync.
+        let covers = self.taken.load(Ordering::SeqCst);
+        let (wal, db, last) = (self.wal.clone(), self.db.clone(), done.wal);
+        let synced = tokio::task::spawn_blocking(move || sync(&wal, &db, last))
+            .await
+            .map_err(|e| Error::Backend(Box::new(e)))?
+            .map_err(|e| Error::Backend(Box::new(e)))?;
+        *done = Synced {
+            ticket: covers,
+            wal: synced,
+        };
+        #[cfg(test)]
+        self.syncs.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// Syncs the WAL's data (and its directory when it is not the file `last` synced); with no
+/// WAL file, the database file, into which a checkpoint moved every frame before removing it.
+fn sync(wal: &Path, db: &Path, last: Option<FileId>) -> io::Result<Option<FileId>> {
+    let file = match File::open(wal) {
+        Ok(file) => file,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => {
+            File::open(db)?.sync_data()?;
+            return Ok(None);
+        }
+        Err(error) => return Err(error),
+    };
+    file.sync_data()?;
+    let id = file_id(&file)?;
+    if last != Some(id)
+        && let Some(dir) = wal.parent()
+    {
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        File::open(dir)?.sync_all()?;
+    }
+    Ok(Some(id))
+}
+
+#[cfg(unix)]
+fn file_id(file: &File) -> io::Result<FileId> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = file.metadata()?;
+    Ok((meta.dev(), meta.ino()))
+}
+
+#[cfg(not(unix))]
+fn file_id(_file: &File) -> io::Result<FileId> {
+    Ok((0, 0))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn flush_in(dir: &tempfile::TempDir) -> Arc<GroupFlush> {
+        let db = dir.path().join("g.db");
+        std::fs::write(&db, b"").unwrap();
+        std::fs::write(dir.path().join("g.db-wal"), b"frames").unwrap();
+        Arc::new(GroupFlush::new(&db, 2))
+    }
+
+    /// A caller that arrives while a sync runs is not covered by it (its commit may have
+    /// come after the sync began): it waits for the next sync, which it shares with every
+    /// caller that arrived meanwhile.
+    #[tokio::test]
+    async fn a_sync_under_way_does_not_cover_a_later_caller() {
+        let dir = tempfile::tempdir().unwrap();
+        let flush = flush_in(&dir);
+        // A sync under way: it took ticket 1 and holds the lock, covering ticket 1 only.
+        let running = flush.done.lock().await;
+        flush.taken.fetch_add(1, Ordering::SeqCst);
+        let later = tokio::spawn({
+            let flush = flush.clone();
+            async move { flush.flush().await }
+        });
+        tokio::task::yield_now().await;
+        let alongside = tokio::spawn({
+            let flush = flush.clone();
+            async move { flush.flush().await }
+        });
+        tokio::task::yield_now().await;
+        let mut running = running;
+        running.ticket = 1;
+        drop(running);
+        later.await.unwrap().unwrap();
+        alongside.await.unwrap().unwrap();
+        let done = flush.done.lock().await;
+        assert_eq!(done.ticket, 3, "one more sync covered both later callers");
+        assert!(done.wal.is_some(), "the WAL was synced");
+    }
+
+    /// A caller that finds a sync covering its ticket already done returns without another.
+    #[tokio::test]
+    async fn a_finished_sync_covers_the_tickets_taken_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let flush = flush_in(&dir);
+        flush.flush().await.unwrap();
+        assert_eq!(flush.done.lock().await.ticket, 1);
+        flush.flush().await.unwrap();
+        assert_eq!(
+            flush.done.lock().await.ticket,
+            2,
+            "a new ticket, a new sync"
+        );
+    }
+
+    /// Without a WAL file (checkpointed and removed), the database file is synced instead.
+    #[tokio::test]
+    async fn without_a_wal_the_database_file_is_synced() {
+        let dir = tempfile::tempdir().unwrap();
+        let flush = flush_in(&dir);
+        std::fs::remove_file(dir.path().join("g.db-wal")).unwrap();
+        flush.flush().await.unwrap();
+        assert!(flush.done.lock().await.wal.is_none());
+    }
+
+    #[test]
+    fn the_level_put_back_is_the_configured_one() {
+        let grouping = Grouping::default();
+        assert_eq!(grouping.take_restore(), None, "off: nothing to restore");
+        grouping.enable(Path::new("/tmp/x.db"), 3);
+        assert_eq!(grouping.take_restore(), None, "not relaxed yet");
+        grouping.relaxed();
+        assert_eq!(grouping.take_restore(), Some("PRAGMA synchronous = EXTRA"));
+        assert_eq!(grouping.take_restore(), None, "once");
+    }
+}
