@@ -31,6 +31,16 @@ pub(crate) enum Workload {
     /// MySQL only: the statements the service sends for a keyed create against those of a
     /// key-less create, in the run's mode and strategy, through sqlx without HTTP.
     Statements,
+    /// Through `idemkey proxy` (started by the bench, in front of a small in-memory API it
+    /// runs itself): create with a fresh key against create without a key, which the proxy
+    /// only forwards.
+    ProxyCreate,
+    /// Through `idemkey proxy`: a replay of one key against the `GET /v1/notes/{id}` of its
+    /// note, which the proxy only forwards.
+    ProxyReplay,
+    /// Create without a key through `idemkey proxy` against the same straight to the API
+    /// behind it: what forwarding costs.
+    ProxyDirect,
     /// All of the above.
     All,
 }
@@ -47,6 +57,9 @@ impl Workload {
             Self::Layer,
             Self::Middleware,
             Self::Statements,
+            Self::ProxyCreate,
+            Self::ProxyReplay,
+            Self::ProxyDirect,
         ];
         if list.is_empty() {
             return every[..4].to_vec();
@@ -58,9 +71,18 @@ impl Workload {
             .collect()
     }
 
-    /// Whether it sends HTTP requests to the service.
+    /// Whether it sends HTTP requests to the notes service.
     pub(crate) fn needs_service(self) -> bool {
-        !matches!(self, Self::Layer | Self::Statements | Self::All)
+        !self.is_proxy() && !matches!(self, Self::Layer | Self::Statements | Self::All)
+    }
+
+    /// Whether it measures `idemkey proxy` (and needs neither the notes service nor its
+    /// database).
+    pub(crate) fn is_proxy(self) -> bool {
+        matches!(
+            self,
+            Self::ProxyCreate | Self::ProxyReplay | Self::ProxyDirect
+        )
     }
 }
 
@@ -80,7 +102,10 @@ pub struct BenchArgs {
     /// The database: `sqlite://FILE`, `postgres://...` (a fresh schema is made in it and
     /// dropped at the end) or `mysql://...` (a fresh database on that server, dropped at the
     /// end). Default: a new SQLite file in a temporary directory. With --url, the service's
-    /// own database, used as it is (for `ceiling`, `layer` and `statements`).
+    /// own database, used as it is (for `ceiling`, `layer` and `statements`). The proxy
+    /// workloads keep the proxy's records in a fresh one of the same kind (a file of their
+    /// own for SQLite), or in Redis with `redis://...` (proxy workloads only; their records
+    /// then expire 10 minutes after the run, under a credential of the run's own).
     #[arg(long)]
     pub(crate) database_url: Option<String>,
     /// The mode of the service the bench starts: atomic or lease.
@@ -164,7 +189,12 @@ mod tests {
         use Workload::*;
         assert_eq!(Workload::expand(&[]), vec![Create, Replay, Storm, Mixed]);
         assert_eq!(Workload::expand(&[Layer, Create]), vec![Create, Layer]);
-        assert_eq!(Workload::expand(&[All]).len(), 8);
+        assert_eq!(Workload::expand(&[All]).len(), 11);
+        assert_eq!(
+            Workload::expand(&[ProxyDirect, Create, ProxyCreate]),
+            vec![Create, ProxyCreate, ProxyDirect]
+        );
+        assert!(ProxyReplay.is_proxy() && !ProxyReplay.needs_service());
         assert!(parse_duration("5ms").is_err() && parse_duration("2s").is_ok());
     }
 }

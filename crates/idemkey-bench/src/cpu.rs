@@ -84,6 +84,19 @@ pub(crate) fn process(pid: u32) -> Option<Duration> {
     process_ticks(pid).map(ticks)
 }
 
+/// The CPU time of thread `tid` of this process (the proxy workloads' upstream, which runs
+/// on a thread of its own here).
+pub(crate) fn thread(tid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    parse_process(&stat).map(ticks)
+}
+
+/// The id of the calling thread, as `/proc` names it (`None` elsewhere than Linux).
+pub(crate) fn current_thread() -> Option<u32> {
+    let link = std::fs::read_link("/proc/thread-self").ok()?;
+    link.file_name()?.to_str()?.parse().ok()
+}
+
 /// A process's user and system time (`/proc/PID/stat` fields 14 and 15).
 fn process_ticks(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

@@ -8,7 +8,7 @@ use sqlx::Connection;
 use sqlx::mysql::MySqlConnection;
 use sqlx::postgres::PgConnection;
 
-use idemkey_server::{is_mysql, is_postgres, redact};
+use idemkey_server::{is_mysql, is_postgres, is_redis, redact};
 
 /// The database a run uses, and how to clean it up.
 pub(crate) struct Fixture {
@@ -27,7 +27,8 @@ enum Cleanup {
 impl Fixture {
     /// A fresh database: `None` makes a SQLite file in a new temporary directory; a
     /// `postgres://` URL gets a new schema, a `mysql://` (or `mariadb://`) URL a new
-    /// database on the same server; a `sqlite:` URL is used as it is, and kept.
+    /// database on the same server; a `sqlite:` URL is used as it is, and kept, and so is a
+    /// `redis://` one (the proxy workloads' records).
     pub(crate) async fn prepare(url: Option<&str>, run: &str) -> anyhow::Result<Self> {
         let Some(url) = url else {
             let dir = std::env::temp_dir().join(format!("idemkey-bench-{run}"));
@@ -41,6 +42,14 @@ impl Fixture {
         };
         if is_mysql(url) {
             return Self::mysql(&mysql_url(url), run).await;
+        }
+        if is_redis(url) {
+            // The proxy's records, under a credential of the run's own (see `proxy`): a
+            // shared Redis is never flushed, and idemkey proxy has no key prefix to vary.
+            return Ok(Self {
+                url: url.to_owned(),
+                cleanup: Cleanup::None,
+            });
         }
         if !is_postgres(url)? {
             return Ok(Self {

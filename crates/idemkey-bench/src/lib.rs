@@ -8,13 +8,18 @@
 //! keys and lone requests, the service against the raw two-row transaction (`ceiling`),
 //! in-process, a router with the layer against the same router without it (`layer`),
 //! keyed creates through the client middleware against plain reqwest (`middleware`), and, on
-//! MySQL, the statements of a keyed create against those of a key-less one (`statements`).
+//! MySQL, the statements of a keyed create against those of a key-less one (`statements`),
+//! and, through this executable's `proxy` in front of a small API the bench runs itself, a
+//! keyed create against a forwarded key-less one, a replay against a forwarded GET, and a
+//! forwarded create against one straight to the API (`proxy-create`, `proxy-replay`,
+//! `proxy-direct`).
 //!
 //! The files: `args` the command line, `client` one keep-alive connection per worker,
 //! `runner` rounds and workers, `workloads`, `storm` and `middleware` over HTTP, `ceiling`,
 //! `layer` and `statements` without HTTP, `stats` histograms and `cpu` CPU times,
 //! `dbstatus` a MySQL server's counters per side, `report` tables and JSON, `server` and
-//! `fixture` the service and the database the bench starts and removes; `limits`,
+//! `fixture` the service (or the proxy) and the database the bench starts and removes,
+//! `proxy` the proxy workloads and `upstream` the API behind their proxy; `limits`,
 //! `listing` and `printable` keep a hostile service (`--url`) from growing the bench's
 //! memory, hanging it, or writing to the terminal through it.
 
@@ -29,12 +34,14 @@ mod limits;
 mod listing;
 mod middleware;
 mod printable;
+mod proxy;
 mod report;
 mod runner;
 mod server;
 mod statements;
 mod stats;
 mod storm;
+mod upstream;
 mod workloads;
 
 use std::io::IsTerminal;
@@ -65,6 +72,8 @@ pub(crate) struct Ctx {
     serve_flags: Vec<String>,
     /// The database, for the workloads that use it directly.
     database_url: Option<String>,
+    /// Where the proxy workloads' proxy keeps its records.
+    proxy_database_url: Option<String>,
 }
 
 impl Ctx {
@@ -134,10 +143,39 @@ async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let load_before = loadavg();
     let run = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
     let external = args.url.is_some();
+    let notes = workloads.iter().any(|w| !w.is_proxy());
+    let proxied = workloads.iter().any(|w| w.is_proxy());
+    if notes
+        && args
+            .database_url
+            .as_deref()
+            .is_some_and(idemkey_server::is_redis)
+    {
+        bail!(
+            "--database-url redis://... holds the proxy's records only: run the proxy workloads \
+             alone, or keep the notes service's records in Redis with --records-url"
+        );
+    }
     let fixture = match (&args.url, &args.database_url) {
+        _ if !notes => None,
         (Some(_), None) => None,
         (Some(_), Some(url)) => Some(Fixture::existing(url)),
         (None, url) => Some(Fixture::prepare(url.as_deref(), &run).await?),
+    };
+    // The proxy's records get a database of their own, so that the notes service's tables
+    // and the proxy's never meet.
+    let proxy_fixture = if proxied {
+        match Fixture::prepare(args.database_url.as_deref(), &format!("{run}_proxy")).await {
+            Ok(fixture) => Some(fixture),
+            Err(error) => {
+                if let Some(fixture) = fixture {
+                    fixture.remove().await;
+                }
+                return Err(error);
+            }
+        }
+    } else {
+        None
     };
     let ctx = Ctx {
         budget: args.budget(),
@@ -147,6 +185,7 @@ async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         mode: args.mode,
         serve_flags: serve_flags(&args),
         database_url: fixture.as_ref().map(|f| f.url.clone()),
+        proxy_database_url: proxy_fixture.as_ref().map(|f| f.url.clone()),
     };
     // On SIGINT or SIGTERM the measurement is dropped (which kills the server it started)
     // and the database is still cleaned up.
@@ -154,7 +193,7 @@ async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         result = measure(&args, &ctx, &workloads, &run) => result,
         () = interrupted() => Err(anyhow::anyhow!("interrupted")),
     };
-    if let Some(fixture) = fixture {
+    for fixture in [fixture, proxy_fixture].into_iter().flatten() {
         fixture.remove().await;
     }
     let mut report = Report {
@@ -174,7 +213,8 @@ async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Starts the service if needed, runs every workload, stops the service.
+/// Starts the service if needed, runs every workload, stops the service; then the proxy
+/// workloads, with a proxy of their own.
 async fn measure(
     args: &BenchArgs,
     ctx: &Ctx,
@@ -194,11 +234,22 @@ async fn measure(
         server = Some(started);
         Some(target)
     };
-    let result = run_all(args, ctx, workloads, target.as_ref()).await;
+    let (proxied, notes): (Vec<Workload>, Vec<Workload>) =
+        workloads.iter().partition(|w| w.is_proxy());
+    let result = run_all(args, ctx, &notes, target.as_ref()).await;
     if let Some(server) = server {
         server.stop().await;
     }
-    result
+    let mut report = result?;
+    if !proxied.is_empty() {
+        // After the notes service has stopped: one server at a time shares the cores.
+        let url = ctx.proxy_database_url.as_deref().context("no database")?;
+        let token = format!("bench-{run}");
+        let (mut reports, mut ratios) = proxy::run(ctx, &proxied, url, &token).await?;
+        report.workloads.append(&mut reports);
+        report.ratios.append(&mut ratios);
+    }
+    Ok(report)
 }
 
 async fn run_all(
@@ -273,7 +324,15 @@ async fn one(
         (Workload::Middleware, Some(target)) => {
             middleware::middleware(ctx, target, workers).await?
         }
-        (Workload::Storm | Workload::Middleware | Workload::All, _) => {
+        (
+            Workload::Storm
+            | Workload::Middleware
+            | Workload::All
+            | Workload::ProxyCreate
+            | Workload::ProxyReplay
+            | Workload::ProxyDirect,
+            _,
+        ) => {
             bail!("nothing to run for {workload:?}")
         }
     })
@@ -330,6 +389,7 @@ fn setup(args: &BenchArgs, ctx: &Ctx, external: bool, run: &str) -> serde_json::
         "run": run,
         "service": args.url.clone().unwrap_or_else(|| "started by the bench (idemkey serve --optional-key)".into()),
         "database": ctx.database_url.as_ref().map(redact),
+        "proxy_database": ctx.proxy_database_url.as_ref().map(redact),
         "mode": if external { "as configured".to_owned() } else { ctx.mode.to_string() },
         "serve_flags": if external { Vec::new() } else { ctx.serve_flags.clone() },
         "concurrency": ctx.concurrency,

@@ -39,6 +39,9 @@ impl Budget {
 pub(crate) struct Worker {
     /// Its own keep-alive connection (`None` for operations that talk to the database).
     pub(crate) conn: Option<Conn>,
+    /// A second connection, to another target, for [`OnAlt`] operations (the proxy
+    /// workloads' API behind the proxy).
+    pub(crate) alt: Option<Conn>,
     /// Its index, part of every key it makes.
     pub(crate) id: usize,
     /// Requests it has made, the other part of its keys.
@@ -54,6 +57,7 @@ impl Worker {
     pub(crate) fn new(id: usize, conn: Option<Conn>) -> Self {
         Self {
             conn,
+            alt: None,
             id,
             seq: 0,
             recent: VecDeque::new(),
@@ -77,6 +81,24 @@ pub(crate) trait Op: Send + Sync + 'static {
 
     /// One request: `Ok(class)` for an expected answer, `Err(status)` otherwise (0: none).
     fn call(&self, worker: &mut Worker) -> impl Future<Output = Result<usize, u16>> + Send;
+}
+
+/// `O` sent on each worker's second connection ([`Worker::alt`]) instead of its first.
+pub(crate) struct OnAlt<O>(pub(crate) O);
+
+impl<O: Op> Op for OnAlt<O> {
+    fn classes(&self) -> usize {
+        self.0.classes()
+    }
+
+    async fn call(&self, worker: &mut Worker) -> Result<usize, u16> {
+        // The runner awaits every call to its end, so the connections are always swapped
+        // back.
+        std::mem::swap(&mut worker.conn, &mut worker.alt);
+        let result = self.0.call(worker).await;
+        std::mem::swap(&mut worker.conn, &mut worker.alt);
+        result
+    }
 }
 
 /// Runs `op` on every worker for one round's `budget`; returns one [`Samples`] per class.

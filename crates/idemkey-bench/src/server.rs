@@ -1,5 +1,5 @@
-//! The service under test when the bench starts it: this executable's `serve`, as a child
-//! process on a free port, killed at the end.
+//! The service under test when the bench starts it: this executable's `serve` (or, for the
+//! proxy workloads, its `proxy`), as a child process on a free port, killed at the end.
 
 use std::net::SocketAddr;
 use std::process::Stdio;
@@ -13,7 +13,8 @@ use tokio::process::{Child, Command};
 /// How long the child may take to print its address.
 const STARTUP: Duration = Duration::from_secs(30);
 
-/// A running `idemkey serve`; killed when dropped, if [`Server::stop`] was not called.
+/// A running `idemkey serve` or `idemkey proxy`; killed when dropped, if [`Server::stop`]
+/// was not called.
 pub(crate) struct Server {
     child: Child,
     /// Where it listens.
@@ -29,18 +30,53 @@ impl Server {
         flags: &[String],
         token: &str,
     ) -> anyhow::Result<Self> {
+        let mut args: Vec<String> = [
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--database-url",
+            database_url,
+            "--mode",
+            &mode.to_string(),
+            "--optional-key",
+        ]
+        .map(str::to_owned)
+        .into();
+        args.extend_from_slice(flags);
+        args.extend(["--token".to_owned(), format!("bench={token}")]);
+        Self::spawn("idemkey serve", &args).await
+    }
+
+    /// Starts `idemkey proxy` in front of `upstream`, its records in `database_url`, its
+    /// admin routes on a free port of their own, with `flags` besides.
+    pub(crate) async fn start_proxy(
+        upstream: SocketAddr,
+        database_url: &str,
+        flags: &[String],
+    ) -> anyhow::Result<Self> {
+        let mut args: Vec<String> = [
+            "proxy",
+            "--upstream",
+            &format!("http://{upstream}"),
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--database-url",
+            database_url,
+        ]
+        .map(str::to_owned)
+        .into();
+        args.extend_from_slice(flags);
+        Self::spawn("idemkey proxy", &args).await
+    }
+
+    /// Runs this executable with `args`; `name` names it in errors. Its first line on stdout
+    /// says where it listens.
+    async fn spawn(name: &str, args: &[String]) -> anyhow::Result<Self> {
         let exe = std::env::current_exe().context("cannot find this executable")?;
         let mut child = Command::new(exe)
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--database-url",
-                database_url,
-            ])
-            .args(["--mode", &mode.to_string(), "--optional-key"])
-            .args(flags)
-            .args(["--token", &format!("bench={token}")])
+            .args(args)
             .env(
                 "RUST_LOG",
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
@@ -49,14 +85,14 @@ impl Server {
             .stdout(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .context("cannot start idemkey serve")?;
+            .with_context(|| format!("cannot start {name}"))?;
         let stdout = child.stdout.take().context("no stdout")?;
         let mut lines = BufReader::new(stdout).lines();
         let line = tokio::time::timeout(STARTUP, lines.next_line())
             .await
-            .context("idemkey serve did not start in time")??
-            .context("idemkey serve exited before listening (see its errors above)")?;
-        let addr = parse_listening(&line)?;
+            .with_context(|| format!("{name} did not start in time"))??
+            .with_context(|| format!("{name} exited before listening (see its errors above)"))?;
+        let addr = parse_listening(name, &line)?;
         // Later lines, if any, are read and dropped so the child never blocks on its stdout.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         super::cpu::watch_server(child.id());
@@ -70,12 +106,17 @@ impl Server {
     }
 }
 
-/// The address in `idemkey serve: listening on http://ADDR (...)`.
-pub(crate) fn parse_listening(line: &str) -> anyhow::Result<SocketAddr> {
+/// The address in `idemkey serve: listening on http://ADDR (...)` or `idemkey proxy:
+/// listening on http://ADDR, admin on ...`; `name` names the child in the error.
+pub(crate) fn parse_listening(name: &str, line: &str) -> anyhow::Result<SocketAddr> {
     let Some((_, rest)) = line.split_once("listening on http://") else {
-        bail!("unexpected first line from idemkey serve: {line:?}");
+        bail!("unexpected first line from {name}: {line:?}");
     };
-    let addr = rest.split_whitespace().next().unwrap_or_default();
+    let addr = rest
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .trim_end_matches(',');
     addr.parse()
         .with_context(|| format!("bad address {addr:?} in {line:?}"))
 }
@@ -87,7 +128,10 @@ mod tests {
     #[test]
     fn the_listening_line_parses() {
         let line = "idemkey serve: listening on http://127.0.0.1:4321 (atomic mode, sqlite://x)";
-        assert_eq!(parse_listening(line).unwrap().port(), 4321);
-        assert!(parse_listening("hello").is_err());
+        assert_eq!(parse_listening("serve", line).unwrap().port(), 4321);
+        let line = "idemkey proxy: listening on http://127.0.0.1:4322, admin on http://127.0.0.1:9, forwarding to http://127.0.0.1:8 (records in sqlite://x)";
+        assert_eq!(parse_listening("proxy", line).unwrap().port(), 4322);
+        let error = parse_listening("idemkey proxy", "hello").unwrap_err();
+        assert!(error.to_string().contains("from idemkey proxy"), "{error}");
     }
 }

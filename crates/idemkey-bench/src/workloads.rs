@@ -41,6 +41,13 @@ pub(crate) struct Replay {
     body: Bytes,
 }
 
+impl Replay {
+    /// `POST /v1/notes` with `body` under `key`, whose record is complete.
+    pub(crate) fn new(key: String, body: Bytes) -> Self {
+        Self { key, body }
+    }
+}
+
 impl Op for Replay {
     async fn call(&self, worker: &mut Worker) -> Result<usize, u16> {
         let answer = send_create(worker, Some(&self.key), self.body.clone()).await?;
@@ -51,6 +58,13 @@ impl Op for Replay {
 /// `GET` of one path, expecting 200.
 pub(crate) struct Get {
     path: String,
+}
+
+impl Get {
+    /// `GET path`.
+    pub(crate) fn new(path: String) -> Self {
+        Self { path }
+    }
 }
 
 impl Op for Get {
