@@ -15,9 +15,9 @@ use idemkey_core::{
 };
 use sqlx::mysql::{MySqlArguments, MySqlConnection};
 use sqlx::pool::PoolConnection;
-use sqlx::{MySql, Pool, Transaction};
+use sqlx::{AssertSqlSafe, MySql, Pool, SqlSafeStr, Transaction};
 
-use super::error::{is_duplicate_key, store_error};
+use super::error::{is_duplicate_key, is_lock_wait_ended, store_error};
 use super::wait::{self, MySqlSettings};
 use crate::error::millis;
 use crate::row::{RecordRow, fenced, into_record};
@@ -115,9 +115,27 @@ const CLAIM_EXPIRED: &str = concat!(
     now!()
 );
 
+/// Bounds the statement it prefixes by the store's claim lock timeout, which the transaction's
+/// `BEGIN` keeps in `@idemkey_claim_wait` ([`begin_commit_time`]), or else the session's own.
+/// A MariaDB executable comment: MariaDB runs `SET STATEMENT ... FOR` as part of the
+/// statement (no round trip of its own), MySQL reads a comment and keeps the session's bound
+/// (its `SET_VAR` hint does not take InnoDB's variables).
+macro_rules! bounded {
+    () => {
+        "/*M! SET STATEMENT innodb_lock_wait_timeout = \
+         COALESCE(@idemkey_claim_wait, @@innodb_lock_wait_timeout) FOR */ "
+    };
+}
+
+/// The user variable the commit-time transaction's `BEGIN` keeps the bound in, read by
+/// [`bounded!`].
+const CLAIM_WAIT_VARIABLE: &str = "@idemkey_claim_wait";
+
 // Commit-time claim (behaviour §8): the record, already completed, as the transaction's last
-// statement; like the claim, it waits for an uncommitted insert of the scope.
+// statement; like the claim, it waits for an uncommitted insert of the scope, at most the
+// claim lock timeout on MariaDB.
 const INSERT_COMPLETED: &str = concat!(
+    bounded!(),
     "INSERT INTO idemkey_records (actor, operation, idem_key, record_id, version, fingerprint, ",
     "state, token, lease_until, expires_at, created_at, request_id, response) ",
     "VALUES (?, ?, ?, ?, ?, ?, 2, 1, NULL, ",
@@ -128,6 +146,7 @@ const INSERT_COMPLETED: &str = concat!(
 );
 
 const COMPLETED_EXPIRED: &str = concat!(
+    bounded!(),
     "UPDATE idemkey_records SET record_id = ?, version = ?, fingerprint = ?, state = 2, ",
     "token = 1, lease_until = NULL, expires_at = ",
     now!(),
@@ -256,14 +275,22 @@ impl Backend for MySql {
 
     const CLAIM_ON_LOOKUP_CONNECTION: bool = true;
 
+    // A statement costs the server more than a retry's speculative run saves (docs/mysql.md):
+    // atomic mode starts without the lookup here.
+    const LOOKUP_FIRST: bool = false;
+
+    /// Commit-time's transaction: keeps the claim lock timeout for the record's insert in the
+    /// same round trip as `BEGIN`.
     async fn begin_write_on(
         store: &SqlxStore<Self>,
         looked_up: Option<PoolConnection<Self>>,
     ) -> Result<Transaction<'static, Self>> {
-        let Some(conn) = looked_up else {
-            return store.begin_write().await;
+        let conn = match looked_up {
+            Some(conn) => conn,
+            None => store.conn().await?,
         };
-        Transaction::begin(conn, Some(sqlx::SqlSafeStr::into_sql_str(BEGIN_WRITE)))
+        let sql = begin_commit_time(&store.settings);
+        Transaction::begin(conn, Some(AssertSqlSafe(sql).into_sql_str()))
             .await
             .map_err(store_error)
     }
@@ -311,7 +338,7 @@ impl Backend for MySql {
         match inserted {
             Ok(_) => return Ok(true),
             Err(error) if is_duplicate_key(&error) => {}
-            Err(error) => return Err(store_error(error)),
+            Err(error) => return held_past_bound(store_error(error)),
         }
         if is_live(conn, &request.scope).await? {
             return Ok(false);
@@ -323,7 +350,10 @@ impl Backend for MySql {
             .bind(millis(request.retention))
             .bind(request.request_id.as_deref())
             .bind(&encoded);
-        Ok(rows(in_scope(replaced, &request.scope), conn).await? == 1)
+        match rows(in_scope(replaced, &request.scope), conn).await {
+            Ok(replaced) => Ok(replaced == 1),
+            Err(error) => held_past_bound(error),
+        }
     }
 
     async fn reclaim(
@@ -524,6 +554,27 @@ pub(super) async fn claim(conn: &mut MySqlConnection, request: &ClaimRequest) ->
         Some(record) => Ok(TryClaim::Existing(record)),
         None => Err(Error::Contention),
     }
+}
+
+/// Commit-time's record statement failed with `error`. A lock wait that ran out (or was
+/// interrupted) met a concurrent, uncommitted record of the scope: the scope is held
+/// (`Ok(false)`), and claim-first's claim decides, as for a claim that waited, answering
+/// `request-in-flight` if that record is still uncommitted past the bound once more.
+fn held_past_bound(error: Error) -> Result<bool> {
+    if is_lock_wait_ended(&error) {
+        tracing::debug!("the record's insert waited past the claim lock timeout: held");
+        return Ok(false);
+    }
+    Err(error)
+}
+
+/// How commit-time's write transaction begins, one round trip: the claim lock timeout kept in
+/// `@idemkey_claim_wait` for the record's statements ([`bounded!`]), then READ COMMITTED.
+fn begin_commit_time(settings: &MySqlSettings) -> String {
+    format!(
+        "SET {CLAIM_WAIT_VARIABLE} = {}; {BEGIN_WRITE}",
+        settings.claim_lock_timeout().as_secs()
+    )
 }
 
 /// Refuses a scope longer than its columns, before any write: strict SQL mode would refuse

@@ -3,6 +3,7 @@
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
 mod faults;
+mod record_wait;
 pub mod tools;
 mod waits;
 
