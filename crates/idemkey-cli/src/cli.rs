@@ -158,11 +158,21 @@ pub(crate) struct ServeArgs {
     /// library's `AtomicIdempotencyLayer` claims first unless told otherwise.
     #[arg(long, env = "IDEMKEY_STRATEGY", default_value = "commit-time")]
     pub(crate) strategy: Strategy,
-    /// Advanced (atomic mode): skip the read-only lookup before the write transaction. Saves
-    /// a round trip on each first request; a retry then runs the handler, rolled back, before
-    /// its replay.
-    #[arg(long, env = "IDEMKEY_NO_LOOKUP", hide_short_help = true)]
+    /// Advanced (atomic mode): skip the read-only lookup before the write transaction, the
+    /// default on MySQL and MariaDB. Saves a statement and a round trip on each first
+    /// request; a retry then runs the handler, rolled back, before its replay.
+    #[arg(
+        long,
+        env = "IDEMKEY_NO_LOOKUP",
+        hide_short_help = true,
+        conflicts_with = "lookup"
+    )]
     pub(crate) no_lookup: bool,
+    /// Advanced (atomic mode): read the record before the write transaction, the default on
+    /// SQLite and PostgreSQL. A retry of a completed request is then replayed without
+    /// running the handler.
+    #[arg(long, env = "IDEMKEY_LOOKUP", hide_short_help = true)]
+    pub(crate) lookup: bool,
     /// Advanced (lease mode, records in the notes' database): complete the record in a
     /// transaction of its own after the note's, instead of as its last statement. One
     /// commit more; kept for comparison.

@@ -70,10 +70,19 @@ fn config(args: &ServeArgs) -> anyhow::Result<NotesConfig> {
         secret: args.secret.as_deref().map(|s| Arc::from(s.as_bytes())),
         metrics: Some(Arc::new(move || handle.render())),
         strategy: args.strategy,
-        lookup_first: !args.no_lookup,
+        lookup_first: lookup_first(args.lookup, args.no_lookup),
         separate_completion: args.separate_completion,
         ..NotesConfig::default()
     })
+}
+
+/// `--lookup` or `--no-lookup` (clap refuses both); neither: the database's default.
+fn lookup_first(lookup: bool, no_lookup: bool) -> Option<bool> {
+    match (lookup, no_lookup) {
+        (true, _) => Some(true),
+        (_, true) => Some(false),
+        (false, false) => None,
+    }
 }
 
 /// Refuses two actors with one token secret: the last would win, and one actor's clients

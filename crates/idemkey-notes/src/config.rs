@@ -72,8 +72,9 @@ pub struct NotesConfig {
     /// a light handler whose only effect is in the transaction.
     pub strategy: Strategy,
     /// Whether atomic mode looks the record up before its write transaction. Defaults to
-    /// true.
-    pub lookup_first: bool,
+    /// `None`: the database's own default (`Backend::LOOKUP_FIRST`: on for SQLite and
+    /// PostgreSQL, off for MySQL and MariaDB).
+    pub lookup_first: Option<bool>,
     /// Lease mode with the records in the notes' database: whether the record completes in
     /// a transaction of its own after the note's, rather than as the note's transaction's
     /// last statement. Defaults to false (one commit less, and never a note without its
@@ -94,7 +95,7 @@ impl Default for NotesConfig {
             metrics: None,
             executions: Executions::new(),
             strategy: Strategy::CommitTime,
-            lookup_first: true,
+            lookup_first: None,
             separate_completion: false,
         }
     }

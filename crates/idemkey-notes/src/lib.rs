@@ -115,12 +115,17 @@ pub fn router<DB: NotesDb>(store: SqlxStore<DB>, config: NotesConfig) -> Router 
                 .with_executions(executions)
                 .transactional(),
         ),
-        Mode::Atomic => post(create::create_atomic::<DB>).layer(
-            AtomicIdempotencyLayer::with_config(store.clone(), idempotency)
+        Mode::Atomic => {
+            let layer = AtomicIdempotencyLayer::with_config(store.clone(), idempotency)
                 .with_executions(executions)
-                .strategy(config.strategy)
-                .lookup_first(config.lookup_first),
-        ),
+                .strategy(config.strategy);
+            // Unless told, the layer keeps the database's own default.
+            let layer = match config.lookup_first {
+                Some(on) => layer.lookup_first(on),
+                None => layer,
+            };
+            post(create::create_atomic::<DB>).layer(layer)
+        }
     };
     build(store, (create, config.mode == Mode::Lease), config)
 }

@@ -10,6 +10,7 @@ mod actor_caps;
 mod check;
 mod hostile;
 mod hostile_input;
+mod lookup_default;
 mod multi_instance;
 mod redis_records;
 mod secrets;

@@ -51,7 +51,7 @@ impl<DB: Backend> AtomicIdempotencyLayer<DB> {
             executions: Executions::new(),
             plan: Plan {
                 strategy: Strategy::default(),
-                lookup: true,
+                lookup: DB::LOOKUP_FIRST,
             },
             noticed: Noticed::default(),
         }
@@ -67,10 +67,14 @@ impl<DB: Backend> AtomicIdempotencyLayer<DB> {
     }
 
     /// The same layer with or without the read-only lookup before the write transaction.
-    /// Defaults to on: a retry of a completed request is replayed without taking the write
-    /// lock or running the handler. Off saves a round trip on every first request; a retry
-    /// then runs the handler speculatively under [`Strategy::CommitTime`] (rolled back, then
-    /// replayed).
+    /// With it, a retry of a completed request is replayed without taking the write lock or
+    /// running the handler; without it, every first request saves a statement and a round
+    /// trip, and a retry runs the handler speculatively under [`Strategy::CommitTime`]
+    /// (rolled back, then replayed; claim-first claims the record instead).
+    ///
+    /// Defaults to the backend's [`Backend::LOOKUP_FIRST`]: on for SQLite and PostgreSQL,
+    /// off for MySQL and MariaDB, where each statement costs the server more than a retry's
+    /// speculative run does (docs/mysql.md).
     #[must_use]
     pub fn lookup_first(mut self, on: bool) -> Self {
         self.plan.lookup = on;
