@@ -1,9 +1,10 @@
-//! `idemkey bench` as a real process: the runs a user makes, and a hostile service it must
-//! survive.
+//! `idemkey bench` as a real process: the runs a user makes, the proxy's workloads, and a
+//! hostile service it must survive.
 #![allow(clippy::unwrap_used)]
 
 mod hostile;
 mod middleware;
+mod proxy;
 mod runs;
 
 /// The binary under test.
