@@ -234,6 +234,19 @@ pub trait Backend: Database + Sealed {
         std::future::ready(Ok(false))
     }
 
+    /// Opens a write transaction as [`Self::begin_write`] does, on `conn`, a connection of
+    /// the writer pool that [`Self::relax`] relaxed (SQLite does not let a transaction
+    /// change its sync level). Only called where `relax` relaxes.
+    fn begin_write_with(
+        conn: PoolConnection<Self>,
+    ) -> impl Future<Output = Result<Transaction<'static, Self>>> + Send {
+        async move {
+            Transaction::begin(conn, None)
+                .await
+                .map_err(crate::error::store_error::<Self>)
+        }
+    }
+
     /// Returns once every commit that [`Self::relax`] let return early is on disk.
     fn flush(settings: &Self::Settings) -> impl Future<Output = Result<()>> + Send {
         let _ = settings;

@@ -143,13 +143,19 @@ impl<DB: Backend> SqlxStore<DB> {
     /// Lease mode's claim under per-actor caps: the claim and the check in one short write
     /// transaction, so a refused claim is never visible to other requests.
     async fn try_claim_capped(&self, request: &ClaimRequest) -> Result<TryClaim> {
-        let mut tx = self.begin_write().await?;
+        // Relaxed before the transaction begins: its sync level cannot change inside it.
+        let (conn, relaxed) = self.grouped_conn().await?;
+        let mut tx = if relaxed {
+            DB::begin_write_with(conn).await?
+        } else {
+            drop(conn);
+            self.begin_write().await?
+        };
         let outcome = DB::try_claim(&mut tx, request).await?;
         if matches!(outcome, TryClaim::Claimed(_)) {
             // On a refusal the transaction rolls back as it drops.
             self.within_caps(&mut tx, request, None).await?;
         }
-        let relaxed = DB::relax(&mut tx, &self.settings).await?;
         // Like the unconfined claim, a lost reply here is not `OutcomeUnknown`: nothing ran.
         tx.commit().await.map_err(store_error::<DB>)?;
         if relaxed {

@@ -309,6 +309,25 @@ mod tests {
         store.close().await;
     }
 
+    /// Under per-actor caps a claim is a transaction of its own (the claim and the check),
+    /// grouped all the same: relaxed before it begins, as SQLite refuses to change the sync
+    /// level inside a transaction.
+    #[tokio::test]
+    async fn a_claim_under_caps_is_grouped_too() {
+        use idemkey_core::{ActorCaps, Store, TryClaim};
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_in(&dir)
+            .await
+            .with_actor_caps(ActorCaps::new().max_records(10));
+        let flush = store.settings.grouping.flush().expect("group commit is on");
+        let (syncs, _) = flush.counts();
+        let claimed = store.try_claim(&claim_request("capped")).await.unwrap();
+        assert!(matches!(claimed, TryClaim::Claimed(_)));
+        assert_eq!(flush.counts().0, syncs + 1, "its own sync");
+        store.close().await;
+    }
+
     /// A database that is not a file in WAL mode keeps every commit syncing itself.
     #[tokio::test]
     async fn group_commit_needs_a_wal_file() {
