@@ -117,13 +117,14 @@ const CLAIM_EXPIRED: &str = concat!(
 
 /// Bounds the statement it prefixes by the store's claim lock timeout, which the transaction's
 /// `BEGIN` keeps in `@idemkey_claim_wait` ([`begin_commit_time`]), or else the session's own.
-/// A MariaDB executable comment: MariaDB runs `SET STATEMENT ... FOR` as part of the
+/// The cast: a variable the session never set is a string, which `SET STATEMENT` refuses
+/// (1232). A MariaDB executable comment: MariaDB runs `SET STATEMENT ... FOR` as part of the
 /// statement (no round trip of its own), MySQL reads a comment and keeps the session's bound
 /// (its `SET_VAR` hint does not take InnoDB's variables).
 macro_rules! bounded {
     () => {
-        "/*M! SET STATEMENT innodb_lock_wait_timeout = \
-         COALESCE(@idemkey_claim_wait, @@innodb_lock_wait_timeout) FOR */ "
+        "/*M! SET STATEMENT innodb_lock_wait_timeout = CAST(\
+         COALESCE(@idemkey_claim_wait, @@innodb_lock_wait_timeout) AS UNSIGNED) FOR */ "
     };
 }
 

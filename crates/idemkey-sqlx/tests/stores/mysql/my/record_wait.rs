@@ -105,3 +105,24 @@ async fn the_session_keeps_its_own_lock_wait() {
     .unwrap();
     assert_eq!((seen, after), (100_000_000, 100_000_000));
 }
+
+/// The record's insert in a transaction the caller began itself (`begin_write`, not
+/// commit-time's own `BEGIN`), on a connection that never kept the bound: the session's own
+/// bound applies, and the insert goes through.
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [mysql])]
+async fn the_insert_runs_in_a_transaction_begun_elsewhere() {
+    let store = patient_sessions(1).await;
+    let req = request(&actor(), "key-a", "elsewhere");
+    let mut tx = store.begin_write().await.unwrap();
+    let response = idemkey_core::StoredResponse::new(201, "{}");
+    let inserted = <sqlx::MySql as idemkey_sqlx::Backend>::insert_completed(
+        &mut tx,
+        &req,
+        idemkey_core::RecordId::new(),
+        &response,
+    )
+    .await;
+    assert!(matches!(inserted, Ok(true)), "{inserted:?}");
+    tx.commit().await.unwrap();
+    assert_eq!(super::MySqlFixture::count_records(&store).await, 1);
+}
