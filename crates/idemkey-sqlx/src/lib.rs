@@ -65,6 +65,7 @@ mod row;
 mod sqlite;
 mod statements;
 mod store;
+mod usage;
 
 pub use atomic::{
     AtomicBegin, AtomicClaim, AtomicError, AtomicHandler, AtomicLookup, AtomicOptions,

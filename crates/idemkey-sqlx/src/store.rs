@@ -16,6 +16,7 @@ use crate::atomic::coalescing::LocalClaims;
 use crate::cache::ReplayCache;
 use crate::error::store_error;
 use crate::failpoints::Point;
+use crate::usage::Usages;
 
 /// How many times lease mode's claim runs when the live record it met is gone before it can
 /// be read: each time means another request removed that record in between.
@@ -49,6 +50,8 @@ pub struct SqlxStore<DB: Backend> {
     pub(crate) cache: Option<Arc<ReplayCache>>,
     /// Per-actor caps checked as a record is created (see [`SqlxStore::with_actor_caps`]).
     caps: ActorCaps,
+    /// The actors' usage as last read for the caps, shared by clones.
+    usages: Arc<Usages>,
     #[cfg(feature = "failpoints")]
     pub(crate) failpoints: crate::failpoints::Failpoints,
 }
@@ -64,6 +67,7 @@ impl<DB: Backend> Clone for SqlxStore<DB> {
             owners_swept: self.owners_swept.clone(),
             cache: self.cache.clone(),
             caps: self.caps,
+            usages: self.usages.clone(),
             #[cfg(feature = "failpoints")]
             failpoints: self.failpoints.clone(),
         }
@@ -83,6 +87,7 @@ impl<DB: Backend> SqlxStore<DB> {
             owners_swept: Arc::default(),
             cache: None,
             caps: ActorCaps::new(),
+            usages: Arc::default(),
             #[cfg(feature = "failpoints")]
             failpoints: Default::default(),
         }
@@ -109,10 +114,13 @@ impl<DB: Backend> SqlxStore<DB> {
     /// the check reads the actor's usage in the transaction that creates the record and
     /// rolls it back. A retry answered from an existing record is never refused.
     ///
-    /// The check costs one query over the actor's live records per new record. On SQLite
-    /// it is exact (writers are serialized); on PostgreSQL, concurrent requests of one actor
-    /// do not see each other's uncommitted records, so an actor may pass the record cap by
-    /// the number of its requests in flight at once.
+    /// The check reads the actor's usage (a query over its live records, whose cost grows
+    /// with them) at most once a second per actor in each process; in between, the process
+    /// counts the records it creates itself on top of that reading. So an actor may pass
+    /// the record cap by what other processes create for it within a second and, on
+    /// PostgreSQL and MySQL, where concurrent requests do not see each other's uncommitted
+    /// records, by the number of its requests in flight at once; records that expire are
+    /// counted until the next reading.
     #[must_use]
     pub fn with_actor_caps(mut self, caps: ActorCaps) -> Self {
         self.caps = caps;
@@ -135,9 +143,26 @@ impl<DB: Backend> SqlxStore<DB> {
         if !self.has_caps() {
             return Ok(());
         }
-        let usage = DB::actor_usage(conn, &request.scope.actor).await?;
-        let new_bytes = stored.map_or(0, |stored| stored.encoded_len() as u64);
-        self.caps.check(&usage, new_bytes)
+        let (actor, new_bytes) = (
+            &request.scope.actor,
+            stored.map_or(0, |stored| stored.encoded_len() as u64),
+        );
+        if let Some(checked) = self.usages.check(&self.caps, actor, new_bytes) {
+            return checked;
+        }
+        let usage = DB::actor_usage(conn, actor).await?;
+        let checked = self.caps.check(&usage, new_bytes);
+        // A refusal is kept too: an actor at its cap must not cost a reading per request.
+        self.usages.keep(actor, usage, checked.is_ok(), new_bytes);
+        checked
+    }
+
+    /// Counts a response just stored in `claim`'s record towards its actor's byte cap.
+    pub(crate) fn stored(&self, claim: &Claim, response: &StoredResponse) {
+        if self.has_caps() {
+            let bytes = response.encoded_len() as u64;
+            self.usages.stored(&claim.scope.actor, bytes);
+        }
     }
 
     /// Lease mode's claim under per-actor caps: the claim and the check in one short write
@@ -169,6 +194,7 @@ impl<DB: Backend> SqlxStore<DB> {
     /// was deleted.
     pub async fn forget_version(&self, scope: &Scope, version: &str) -> Result<bool> {
         let forgotten = DB::forget_version(&mut *self.write_conn().await?, scope, version).await;
+        self.usages.forget(&scope.actor);
         if let Some(cache) = &self.cache {
             cache.forget(scope);
         }
@@ -335,7 +361,9 @@ impl<DB: Backend> Store for SqlxStore<DB> {
         // Not grouped: another request may replay the record as soon as it commits, so it
         // must be on disk by then (`sqlite/group.rs`).
         let mut conn = self.write_conn().await?;
-        DB::complete(&mut *conn, claim, response).await
+        DB::complete(&mut *conn, claim, response).await?;
+        self.stored(claim, response);
+        Ok(())
     }
 
     async fn release(&self, claim: &Claim) -> Result<()> {
@@ -369,6 +397,7 @@ impl<DB: Backend> Store for SqlxStore<DB> {
 
     async fn forget(&self, scope: &Scope) -> Result<bool> {
         let forgotten = DB::forget(&mut *self.write_conn().await?, scope).await;
+        self.usages.forget(&scope.actor);
         if let Some(cache) = &self.cache {
             cache.forget(scope);
         }
@@ -384,6 +413,7 @@ impl<DB: Backend> Store for SqlxStore<DB> {
             if let Some(cache) = &self.cache {
                 cache.forget_actor(actor);
             }
+            self.usages.forget(actor);
             let deleted = deleted?;
             forgotten += deleted;
             if deleted < u64::from(FORGET_BATCH) {

@@ -112,6 +112,7 @@ impl<DB: Backend> SqlxStore<DB> {
         DB::complete(&mut tx, &claim, response).await?;
         self.hit(Point::BeforeCommit).await?;
         tx.commit().await.map_err(DB::commit_error)?;
+        self.stored(&claim, response);
         if let Some(turn) = turn {
             turn.settle(&claim, response);
         }
@@ -140,7 +141,9 @@ impl<DB: Backend> SqlxStore<DB> {
             rollback(Some(tx)).await;
             return Err(error);
         }
-        tx.commit().await.map_err(DB::commit_error)
+        tx.commit().await.map_err(DB::commit_error)?;
+        self.stored(claim, response);
+        Ok(())
     }
 }
 
