@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Command;
 
-use crate::process::Process;
+use crate::process::{Process, signal};
 
 /// A running `idemkey proxy`, killed when dropped.
 pub struct Proxy {
@@ -60,5 +60,16 @@ impl Proxy {
     /// The URL of a path on the proxy.
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
+    }
+
+    /// SIGSTOP: the whole process freezes, its owner heartbeat included. Dropping a frozen
+    /// proxy still ends it (SIGKILL).
+    pub fn pause(&self) {
+        signal(self.process.child.id(), "STOP");
+    }
+
+    /// SIGCONT.
+    pub fn resume(&self) {
+        signal(self.process.child.id(), "CONT");
     }
 }

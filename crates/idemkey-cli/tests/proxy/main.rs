@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod forget_actor;
+mod owner_grace;
 mod upstream;
 
 use std::time::Duration;
