@@ -245,7 +245,8 @@ async fn measure(
         // After the notes service has stopped: one server at a time shares the cores.
         let url = ctx.proxy_database_url.as_deref().context("no database")?;
         let token = format!("bench-{run}");
-        let (mut reports, mut ratios) = proxy::run(ctx, &proxied, url, &token).await?;
+        let extra = proxy_flags(args);
+        let (mut reports, mut ratios) = proxy::run(ctx, &proxied, url, &token, &extra).await?;
         report.workloads.append(&mut reports);
         report.ratios.append(&mut ratios);
     }
@@ -376,6 +377,18 @@ fn serve_flags(args: &BenchArgs) -> Vec<String> {
     }
     if args.records_wait_fsync {
         flags.push("--records-wait-fsync".to_owned());
+    }
+    if args.no_replay_cache {
+        flags.push("--no-replay-cache".to_owned());
+    }
+    flags
+}
+
+/// The replay cache's flags, for the proxy the bench starts.
+fn proxy_flags(args: &BenchArgs) -> Vec<String> {
+    let mut flags = Vec::new();
+    if let Some(ttl) = &args.replay_cache {
+        flags.extend(["--replay-cache".to_owned(), ttl.clone()]);
     }
     if args.no_replay_cache {
         flags.push("--no-replay-cache".to_owned());

@@ -46,16 +46,18 @@ const BYTES_CAP: &str = "1099511627776";
 const REDIS_RETENTION: &str = "10m";
 
 /// Runs the proxy `workloads` with the proxy's records in `database_url`; `token` is the
-/// bench's credential.
+/// bench's credential, `extra` the proxy's flags asked for (the replay cache's).
 pub(crate) async fn run(
     ctx: &Ctx,
     workloads: &[Workload],
     database_url: &str,
     token: &str,
+    extra: &[String],
 ) -> anyhow::Result<(Vec<WorkloadReport>, Vec<Ratio>)> {
     let upstream = Upstream::start().await?;
-    let proxy =
-        Server::start_proxy(upstream.addr, database_url, &proxy_flags(database_url)).await?;
+    let mut flags = proxy_flags(database_url);
+    flags.extend_from_slice(extra);
+    let proxy = Server::start_proxy(upstream.addr, database_url, &flags).await?;
     let result = measure(ctx, workloads, &proxy, &upstream, token).await;
     proxy.stop().await;
     drop(upstream);

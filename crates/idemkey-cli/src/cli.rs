@@ -390,7 +390,7 @@ fn parse_body_deadline(value: &str) -> Result<Duration, String> {
     )
 }
 
-fn parse_cache_ttl(value: &str) -> Result<Duration, String> {
+pub(crate) fn parse_cache_ttl(value: &str) -> Result<Duration, String> {
     let rule = "the replay cache's time to live must be between 1ms and 1h";
     // Any non-zero duration, as before.
     let ttl = duration_at_least(value, Duration::from_nanos(1), rule, "1s, 500ms")?;

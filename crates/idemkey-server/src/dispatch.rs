@@ -78,6 +78,19 @@ impl Store for Database {
 }
 
 impl Database {
+    /// The same store keeping completed records in memory for `ttl` (at most
+    /// [`crate::REPLAY_CACHE_BYTES`]), so that replays of a hot key skip the database (see
+    /// `SqlxStore::with_replay_cache`).
+    #[must_use]
+    pub fn with_replay_cache(self, ttl: Duration) -> Self {
+        let bytes = crate::REPLAY_CACHE_BYTES;
+        match self {
+            Self::Sqlite(store) => Self::Sqlite(store.with_replay_cache(ttl, bytes)),
+            Self::Postgres(store) => Self::Postgres(store.with_replay_cache(ttl, bytes)),
+            Self::Mysql(store) => Self::Mysql(store.with_replay_cache(ttl, bytes)),
+        }
+    }
+
     /// Deletes a scope's record only if operation version `version` wrote it, in one step
     /// (`idemkey forget --operation NAME:VERSION`). `true` if it did.
     pub async fn forget_version(&self, scope: &Scope, version: &str) -> Result<bool> {

@@ -8,7 +8,8 @@ use clap::Args;
 use idemkey_proxy::CapValue;
 
 use crate::cli::{
-    ConnectionArgs, OwnerGrace, parse_lease, parse_owner_grace, parse_retention, parse_secret,
+    ConnectionArgs, OwnerGrace, parse_cache_ttl, parse_lease, parse_owner_grace, parse_retention,
+    parse_secret,
 };
 
 /// `idemkey proxy --upstream URL ...`.
@@ -41,6 +42,11 @@ pub(crate) struct ProxyArgs {
     /// append-only file (`WAITAOF`, Redis 7.2+ or Valkey, `appendonly yes`; at most 1 s).
     #[arg(long, env = "IDEMKEY_RECORDS_WAIT_FSYNC")]
     pub(crate) records_wait_fsync: bool,
+    /// With a SQL database: keep completed records in memory for this long (e.g. `1s`), so
+    /// replays of a hot key skip the database (at most 64 MiB). Off by default: a `forget`
+    /// by another process, and a record's expiry, reach this proxy only after this long.
+    #[arg(long, env = "IDEMKEY_REPLAY_CACHE", value_name = "TTL", value_parser = parse_cache_ttl)]
+    pub(crate) replay_cache: Option<Duration>,
     /// With a `redis://` database: do not keep completed records in memory. On by default
     /// there (standalone servers): Redis tells this process at once when a record it holds
     /// changes (`CLIENT TRACKING`), so no copy outlives its record.

@@ -39,6 +39,11 @@ pub(crate) async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         metrics,
     };
     if is_redis(&start.args.database_url) {
+        if start.args.replay_cache.is_some() {
+            anyhow::bail!(
+                "--replay-cache is for SQL databases: with redis://, replays are cached by default, kept exact by Redis (--no-replay-cache turns that off)"
+            );
+        }
         let setup = RedisSetup {
             replicas: start.args.records_wait_replicas,
             fsync: start.args.records_wait_fsync,
@@ -50,6 +55,10 @@ pub(crate) async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let store = Database::open(&start.args.database_url, true).await?;
+    let store = match start.args.replay_cache {
+        Some(ttl) => store.with_replay_cache(ttl),
+        None => store,
+    };
     start.run(store).await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -8,6 +8,7 @@
 
 mod forget_actor;
 mod owner_grace;
+mod replay_cache;
 mod upstream;
 
 use std::time::Duration;
@@ -27,7 +28,14 @@ fn sqlite_url(dir: &tempfile::TempDir) -> String {
 struct Fixture {
     upstream: Upstream,
     proxy: Proxy,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    /// The proxy's SQLite file.
+    fn db_path(&self) -> std::path::PathBuf {
+        self.dir.path().join("proxy.db")
+    }
 }
 
 fn start(extra: &[&str]) -> Fixture {
@@ -37,7 +45,7 @@ fn start(extra: &[&str]) -> Fixture {
     Fixture {
         upstream,
         proxy,
-        _dir: dir,
+        dir,
     }
 }
 
@@ -119,7 +127,7 @@ async fn the_seed_cases_through_the_proxy() {
     // 6. `idemkey forget` deletes the record (actor: the digest kept in the table, keyed so
     // that only the table tells alice's from bob's: hers was made first; operation: the
     // method and path): the key executes again.
-    let db = app._dir.path().join("proxy.db");
+    let db = app.db_path();
     let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", db.display()))
         .await
         .unwrap();
@@ -134,7 +142,7 @@ async fn the_seed_cases_through_the_proxy() {
         .args([
             "forget",
             "--database-url",
-            &sqlite_url(&app._dir),
+            &sqlite_url(&app.dir),
             "--actor",
             &actor,
         ])
