@@ -43,7 +43,9 @@ async fn handler_runs(backend: Backend, flags: &[&str]) -> usize {
     assert_eq!(db.notes().await.len(), 1, "{backend:?} {flags:?}");
     drop(server);
     let log = std::fs::read_to_string(dir.path().join("serve.log")).unwrap();
-    log.lines().filter(|line| line.contains(NOTE_INSERT)).count()
+    log.lines()
+        .filter(|line| line.contains(NOTE_INSERT))
+        .count()
 }
 
 #[idemkey_test_support::test]

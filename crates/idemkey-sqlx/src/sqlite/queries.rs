@@ -234,9 +234,12 @@ impl Backend for Sqlite {
     async fn begin_write_with(
         conn: sqlx::pool::PoolConnection<Self>,
     ) -> Result<Transaction<'static, Self>> {
-        Transaction::begin(conn, Some(sqlx::SqlSafeStr::into_sql_str("BEGIN IMMEDIATE")))
-            .await
-            .map_err(store_error)
+        Transaction::begin(
+            conn,
+            Some(sqlx::SqlSafeStr::into_sql_str("BEGIN IMMEDIATE")),
+        )
+        .await
+        .map_err(store_error)
     }
 
     async fn flush(settings: &SqliteSettings) -> Result<()> {
