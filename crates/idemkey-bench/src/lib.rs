@@ -331,8 +331,7 @@ async fn one(
             | Workload::All
             | Workload::ProxyCreate
             | Workload::ProxyReplay
-            | Workload::ProxyDirect
-            | Workload::ProxyStore,
+            | Workload::ProxyDirect,
             _,
         ) => {
             bail!("nothing to run for {workload:?}")
