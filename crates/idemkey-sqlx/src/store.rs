@@ -281,7 +281,7 @@ impl<DB: Backend> SqlxStore<DB> {
 
     /// The writer's connection for one of the store's short writes that another request
     /// may read before it is on disk, as it only ever answers `request-in-flight` (a claim,
-    /// a renewal, a heartbeat, a release), relaxed where the backend groups such commits
+    /// a takeover, a release), relaxed where the backend groups such commits
     /// ([`Backend::relax`]). Pass it to [`Self::grouped`] with what was written.
     async fn grouped_conn(&self) -> Result<(PoolConnection<DB>, bool)> {
         let mut conn = self.write_conn().await?;
@@ -381,18 +381,19 @@ impl<DB: Backend> Store for SqlxStore<DB> {
     }
 
     async fn extend(&self, claim: &mut Claim) -> Result<()> {
-        let mut conn = self.grouped_conn().await?;
-        let extended = DB::extend(&mut conn.0, claim).await;
-        self.grouped(conn, extended).await
+        // Not grouped, like the heartbeat: a renewal is on a deadline, and a grouped write
+        // may wait for a sync already under way before its own.
+        DB::extend(&mut *self.write_conn().await?, claim).await
     }
 
     async fn beat(&self, owner: idemkey_core::OwnerId, grace: std::time::Duration) -> Result<()> {
         let first = !self
             .owners_swept
             .swap(true, std::sync::atomic::Ordering::Relaxed);
-        let mut conn = self.grouped_conn().await?;
-        let beaten = DB::beat(&mut conn.0, owner, grace, first).await;
-        self.grouped(conn, beaten).await
+        // Not grouped: a heartbeat is on a deadline (the process stops trusting its claims
+        // when one is late), and a grouped write may wait for a sync already under way before
+        // its own.
+        DB::beat(&mut *self.write_conn().await?, owner, grace, first).await
     }
 
     async fn forget(&self, scope: &Scope) -> Result<bool> {

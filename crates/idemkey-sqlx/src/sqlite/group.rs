@@ -1,5 +1,5 @@
-//! Group commit for the store's short writes on SQLite: a claim, a renewal, a heartbeat, a
-//! release commits without waiting for the disk (`synchronous = NORMAL` for that one commit),
+//! Group commit for the store's short writes on SQLite: a claim, a takeover, a release
+//! commits without waiting for the disk (`synchronous = NORMAL` for that one commit),
 //! gives the writer back at once, and then waits for one `fdatasync` of the WAL that it
 //! shares with every write committed before that sync began.
 //!
@@ -13,10 +13,11 @@
 //! gets its directory synced, as SQLite does for a new WAL under `FULL`.
 //!
 //! What it does not cover: the commits that others read before they are on disk. A claim
-//! read by a duplicate only answers `request-in-flight`, which promises nothing, so claims
-//! and the other lease writes are grouped; a completion is read as a replay, which promises
+//! read by a duplicate only answers `request-in-flight`, which promises nothing, so claims,
+//! takeovers and releases are grouped; a completion is read as a replay, which promises
 //! that the answer stands, so completions keep `synchronous = FULL` and are on disk before
-//! any other request can read them.
+//! any other request can read them. Heartbeats and lease renewals keep it too: each is on a
+//! deadline, and a grouped write may first wait for a sync already under way.
 
 use std::fs::File;
 use std::io;
