@@ -93,8 +93,8 @@ impl SqlxStore<Sqlite> {
         Ok(store)
     }
 
-    /// Turns group commit on for the store's short lease-mode writes (claims, renewals,
-    /// heartbeats, releases: see `group.rs`) where it keeps them durable: a database file
+    /// Turns group commit on for the store's short lease-mode writes (claims, takeovers,
+    /// releases: see `group.rs`) where it keeps them durable: a database file
     /// in WAL mode with `synchronous` at `FULL` or `EXTRA`, as [`Self::connect_options`]
     /// sets. Completions, atomic mode and the application's own transactions keep the
     /// configured level.
