@@ -28,7 +28,7 @@ bench() {
     local name=$1
     shift
     # A failed run is reported and the next one still runs.
-    if ! "$BIN" bench proxy-create proxy-replay proxy-direct --duration "$D" "$@" \
+    if ! "$BIN" bench proxy-create proxy-replay proxy-direct proxy-store --duration "$D" "$@" \
         --json "$OUT/$name.json" > "$OUT/$name.txt" 2> "$OUT/$name.err"; then
         echo "$name: FAILED: $(tail -n 1 "$OUT/$name.err")"
         return 0

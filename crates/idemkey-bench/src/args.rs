@@ -41,6 +41,10 @@ pub(crate) enum Workload {
     /// Create without a key through `idemkey proxy` against the same straight to the API
     /// behind it: what forwarding costs.
     ProxyDirect,
+    /// The store operations of a keyed create through `idemkey proxy` alone, in this
+    /// process (lookup if the store looks first, claim, complete), against create without a
+    /// key forwarded by the proxy: the highest keyed / forwarded ratio the store allows.
+    ProxyStore,
     /// All of the above.
     All,
 }
@@ -60,6 +64,7 @@ impl Workload {
             Self::ProxyCreate,
             Self::ProxyReplay,
             Self::ProxyDirect,
+            Self::ProxyStore,
         ];
         if list.is_empty() {
             return every[..4].to_vec();
@@ -81,7 +86,7 @@ impl Workload {
     pub(crate) fn is_proxy(self) -> bool {
         matches!(
             self,
-            Self::ProxyCreate | Self::ProxyReplay | Self::ProxyDirect
+            Self::ProxyCreate | Self::ProxyReplay | Self::ProxyDirect | Self::ProxyStore
         )
     }
 }

@@ -331,7 +331,8 @@ async fn one(
             | Workload::All
             | Workload::ProxyCreate
             | Workload::ProxyReplay
-            | Workload::ProxyDirect,
+            | Workload::ProxyDirect
+            | Workload::ProxyStore,
             _,
         ) => {
             bail!("nothing to run for {workload:?}")

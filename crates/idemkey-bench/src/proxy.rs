@@ -6,7 +6,11 @@
 //! - `proxy-replay`: one key's replays through the proxy against the `GET` of its note, which
 //!   the proxy forwards;
 //! - `proxy-direct`: a key-less create through the proxy against the same straight to the
-//!   API: what forwarding costs.
+//!   API: what forwarding costs;
+//! - `proxy-store`: the store operations of a keyed create through the proxy alone, in this
+//!   process without HTTP (lookup if the store looks first, claim with the caps' check,
+//!   complete), against the key-less create the proxy forwards: the highest keyed /
+//!   forwarded ratio the store allows, were the proxy free.
 //!
 //! The bench is one actor to the proxy: its requests carry `Authorization: Bearer TOKEN`, a
 //! token of the run's own, whose digest is the records' actor. Per-actor caps stay on (their
@@ -22,10 +26,14 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use http::StatusCode;
-use idemkey_server::is_redis;
+use idemkey_core::{
+    ActorCaps, ClaimRequest, Fingerprint, Key, Operation, Store, StoredResponse, TryClaim,
+};
+use idemkey_server::{Database, RedisSetup, is_redis, open_redis};
 
 use super::Ctx;
 use super::args::Workload;
+use super::ceiling::stored_201;
 use super::client::{Conn, Target, note_body, note_id};
 use super::cpu;
 use super::report::{Ratio, WorkloadReport};
@@ -45,6 +53,16 @@ const BYTES_CAP: &str = "1099511627776";
 /// How long the proxy keeps records in Redis, which the bench does not clean up itself.
 const REDIS_RETENTION: &str = "10m";
 
+/// The lease of `proxy-store`'s claims, the proxy's default.
+const LEASE: Duration = Duration::from_secs(30);
+
+/// The retention of `proxy-store`'s records, the proxy's default.
+const RETENTION: Duration = Duration::from_secs(24 * 3600);
+
+/// The retention of `proxy-store`'s records in Redis: as [`REDIS_RETENTION`], so a shared
+/// Redis drops them soon after the run.
+const REDIS_RECORD_RETENTION: Duration = Duration::from_secs(600);
+
 /// Runs the proxy `workloads` with the proxy's records in `database_url`; `token` is the
 /// bench's credential, `extra` the proxy's flags asked for (the replay cache's).
 pub(crate) async fn run(
@@ -58,7 +76,7 @@ pub(crate) async fn run(
     let mut flags = proxy_flags(database_url);
     flags.extend_from_slice(extra);
     let proxy = Server::start_proxy(upstream.addr, database_url, &flags).await?;
-    let result = measure(ctx, workloads, &proxy, &upstream, token).await;
+    let result = measure(ctx, workloads, database_url, &proxy, &upstream, token).await;
     proxy.stop().await;
     drop(upstream);
     result
@@ -81,6 +99,7 @@ fn proxy_flags(database_url: &str) -> Vec<String> {
 async fn measure(
     ctx: &Ctx,
     workloads: &[Workload],
+    database_url: &str,
     proxy: &Server,
     upstream: &Upstream,
     token: &str,
@@ -103,6 +122,7 @@ async fn measure(
             Workload::ProxyCreate => create(ctx, upstream, &mut workers).await,
             Workload::ProxyReplay => replay(ctx, upstream, &mut workers).await?,
             Workload::ProxyDirect => direct_create(ctx, upstream, &mut workers).await,
+            Workload::ProxyStore => store(ctx, upstream, database_url, &mut workers).await?,
             other => bail!("{other:?} is not a proxy workload"),
         };
         reports.push(report);
@@ -214,6 +234,124 @@ async fn direct_create(
         b.throughput,
     );
     (report("proxy-direct", a, b, notes), ratio)
+}
+
+/// The store operations of a keyed create, in this process, against no key through the
+/// proxy.
+async fn store(
+    ctx: &Ctx,
+    upstream: &Upstream,
+    database_url: &str,
+    workers: &mut Vec<Worker>,
+) -> anyhow::Result<(WorkloadReport, Ratio)> {
+    let retention = if is_redis(database_url) {
+        REDIS_RECORD_RETENTION
+    } else {
+        RETENTION
+    };
+    let caps = ActorCaps::new()
+        .max_records(RECORDS_CAP.parse()?)
+        .max_bytes(BYTES_CAP.parse()?);
+    // The proxy's records are opened as `idemkey proxy` opens them, with its caps.
+    if is_redis(database_url) {
+        let records = open_redis(database_url, RedisSetup::default())
+            .await?
+            .with_actor_caps(caps);
+        return store_pair(ctx, upstream, records, retention, workers).await;
+    }
+    match Database::open(database_url, true).await? {
+        Database::Sqlite(s) => {
+            store_pair(ctx, upstream, s.with_actor_caps(caps), retention, workers).await
+        }
+        Database::Postgres(s) => {
+            store_pair(ctx, upstream, s.with_actor_caps(caps), retention, workers).await
+        }
+        Database::Mysql(s) => {
+            store_pair(ctx, upstream, s.with_actor_caps(caps), retention, workers).await
+        }
+    }
+}
+
+async fn store_pair<S: Store>(
+    ctx: &Ctx,
+    upstream: &Upstream,
+    store: S,
+    retention: Duration,
+    workers: &mut Vec<Worker>,
+) -> anyhow::Result<(WorkloadReport, Ratio)> {
+    let body = note_body("proxy-store");
+    let keyed = Arc::new(StoreCreate {
+        looks_first: store.lookup_first(),
+        store,
+        // An actor of the run's own: its records meet no other run's.
+        actor: format!("{}-store", ctx.prefix),
+        prefix: format!("{}-ps", ctx.prefix),
+        fingerprint: Fingerprint::builder("POST", "/v1/notes")
+            .content_type("application/json")
+            .body(&body),
+        response: stored_201(),
+        retention,
+    });
+    let plain = Arc::new(Create {
+        keyed: false,
+        prefix: format!("{}-pf", ctx.prefix),
+    });
+    let first = if keyed.looks_first {
+        "a keyed create's store operations alone: lookup; claim; complete"
+    } else {
+        "a keyed create's store operations alone: claim; complete"
+    };
+    let names = [first, "create without a key, forwarded by the proxy"];
+    let (a, b, notes) = pair(ctx, "proxy-store", upstream, &keyed, &plain, workers, names).await;
+    let ratio = Ratio::info(
+        "proxy: store operations of a keyed create / key-less create forwarded (throughput)",
+        a.throughput,
+        b.throughput,
+    );
+    Ok((report("proxy-store", a, b, notes), ratio))
+}
+
+/// The store operations the proxy makes for a keyed create with a fresh key.
+struct StoreCreate<S> {
+    store: S,
+    looks_first: bool,
+    actor: String,
+    prefix: String,
+    fingerprint: Fingerprint,
+    response: StoredResponse,
+    retention: Duration,
+}
+
+impl<S: Store> Op for StoreCreate<S> {
+    async fn call(&self, worker: &mut Worker) -> Result<usize, u16> {
+        let seq = worker.next_seq();
+        let key = format!("{}-{}-{seq}", self.prefix, worker.id);
+        self.create(&key).await.map(|()| 0).map_err(|error| {
+            tracing::warn!(error = %format!("{error:#}"), "store operations failed");
+            500
+        })
+    }
+}
+
+impl<S: Store> StoreCreate<S> {
+    async fn create(&self, key: &str) -> anyhow::Result<()> {
+        let request = ClaimRequest::new(
+            self.actor.as_str(),
+            Operation::new("POST", "/v1/notes"),
+            Key::parse(key.as_bytes())?,
+            self.fingerprint,
+        )
+        .lease(LEASE)
+        .retention(self.retention);
+        if self.looks_first && self.store.lookup(&request.scope).await?.is_some() {
+            bail!("a fresh key has a record");
+        }
+        let TryClaim::Claimed(claim) = self.store.try_claim(&request).await? else {
+            bail!("a fresh key's claim met a record");
+        };
+        self.store.complete(&claim, &self.response).await?;
+        Ok(())
+    }
 }
 
 fn report(
