@@ -70,9 +70,12 @@ impl OwnerMark {
     }
 
     /// A beat sent at `sent` succeeded: the store counts the owner alive until after
-    /// `sent + grace`; trusted until a tenth of the grace before that.
+    /// `sent + grace`; trusted until a tenth of the grace before that. Beats may return out
+    /// of order, so an earlier one never shortens what a later one gave.
     fn beaten(&self, sent: Instant) {
-        *self.until() = sent + self.grace.saturating_sub(self.grace / 10);
+        let until = sent + self.grace.saturating_sub(self.grace / 10);
+        let mut trusted = self.until();
+        *trusted = (*trusted).max(until);
     }
 
     /// Whether the claims naming this owner are still this process's.
@@ -132,36 +135,64 @@ impl Liveness {
     }
 }
 
+/// How many beats may be on their way at once. A store that hangs would otherwise gather a
+/// task per interval; four intervals are a grace, after which the claims are lost anyway.
+const BEATS_IN_FLIGHT: usize = 4;
+
 /// Writes the heartbeat every `every` until the layer (which holds the mark) is gone.
+///
+/// On a fixed schedule, each beat in a task of its own: a slow beat (a store under load, a
+/// write queued behind an fsync) must not push the next one back, or a few slow writes in a
+/// row would let the grace lapse while the store is merely slow.
 async fn beat<St: Store>(
     store: St,
     (owner, grace, every): (OwnerId, Duration, Duration),
     mark: Weak<OwnerMark>,
 ) {
+    let in_flight = Arc::new(tokio::sync::Semaphore::new(BEATS_IN_FLIGHT));
+    let mut ticks = tokio::time::interval_at(Instant::now() + every, every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
-        tokio::time::sleep(every).await;
-        let Some(mark) = mark.upgrade() else {
+        ticks.tick().await;
+        if mark.strong_count() == 0 {
             return;
-        };
-        let sent = Instant::now();
-        match timed("beat", store.beat(owner, grace)).await {
-            Ok(()) => mark.beaten(sent),
-            Err(err) if mark.live() => {
-                tracing::warn!(error = %err, "could not write the owner heartbeat; will retry");
-            }
-            Err(err) => tracing::error!(
-                error = %err,
-                "the owner heartbeat has lapsed: this process's claims may be taken over, \
-                 and their responses will not be stored if they are"
-            ),
         }
+        let Ok(permit) = in_flight.clone().try_acquire_owned() else {
+            tracing::warn!("owner heartbeats are still on their way; skipping one");
+            continue;
+        };
+        let (store, mark) = (store.clone(), mark.clone());
+        let one = async move {
+            let sent = Instant::now();
+            let done = timed("beat", store.beat(owner, grace)).await;
+            drop(permit);
+            if let Some(mark) = mark.upgrade() {
+                beaten(&mark, sent, done);
+            }
+        };
+        tokio::spawn(one.in_current_span());
+    }
+}
+
+/// Records one beat's outcome in the mark.
+fn beaten(mark: &OwnerMark, sent: Instant, done: Result<(), Error>) {
+    match done {
+        Ok(()) => mark.beaten(sent),
+        Err(err) if mark.live() => {
+            tracing::warn!(error = %err, "could not write the owner heartbeat; will retry");
+        }
+        Err(err) => tracing::error!(
+            error = %err,
+            "the owner heartbeat has lapsed: this process's claims may be taken over, \
+             and their responses will not be stored if they are"
+        ),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use idemkey_core::MemoryStore;
+    use idemkey_core::{Claim, ClaimRequest, MemoryStore, Record, Scope, StoredResponse, TryClaim};
 
     #[tokio::test(start_paused = true)]
     async fn the_heartbeat_keeps_the_owner_alive_until_the_layer_is_gone() {
@@ -178,5 +209,68 @@ mod tests {
             weak.upgrade().is_none(),
             "the task holds the mark only weakly"
         );
+    }
+
+    /// A store whose second heartbeat never returns, as a write stuck behind a slow disk.
+    #[derive(Clone)]
+    struct SlowBeat {
+        inner: MemoryStore,
+        beats: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl Store for SlowBeat {
+        async fn lookup(&self, scope: &Scope) -> Result<Option<Record>, Error> {
+            self.inner.lookup(scope).await
+        }
+        async fn try_claim(&self, request: &ClaimRequest) -> Result<TryClaim, Error> {
+            self.inner.try_claim(request).await
+        }
+        async fn reclaim(&self, r: &ClaimRequest, seen: &Record) -> Result<Option<Claim>, Error> {
+            self.inner.reclaim(r, seen).await
+        }
+        async fn complete(&self, claim: &Claim, response: &StoredResponse) -> Result<(), Error> {
+            self.inner.complete(claim, response).await
+        }
+        async fn release(&self, claim: &Claim) -> Result<(), Error> {
+            self.inner.release(claim).await
+        }
+        async fn discard(&self, claim: &Claim) -> Result<(), Error> {
+            self.inner.discard(claim).await
+        }
+        async fn extend(&self, claim: &mut Claim) -> Result<(), Error> {
+            self.inner.extend(claim).await
+        }
+        async fn forget(&self, scope: &Scope) -> Result<bool, Error> {
+            self.inner.forget(scope).await
+        }
+        async fn sweep(&self, batch: u32) -> Result<u64, Error> {
+            self.inner.sweep(batch).await
+        }
+        async fn secret(&self) -> Result<Arc<[u8]>, Error> {
+            self.inner.secret().await
+        }
+        async fn beat(&self, owner: OwnerId, grace: Duration) -> Result<(), Error> {
+            if self.beats.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 1 {
+                std::future::pending::<()>().await;
+            }
+            self.inner.beat(owner, grace).await
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_beat_that_hangs_does_not_hold_back_the_next() {
+        let store = SlowBeat {
+            inner: MemoryStore::new(),
+            beats: Arc::default(),
+        };
+        let liveness = Liveness::new(Duration::from_secs(2));
+        let (_, mark) = liveness.owner(&store).await.unwrap();
+        // The second beat (at 0.5 s) never returns; a third, on schedule, renews.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert!(
+            store.beats.load(std::sync::atomic::Ordering::SeqCst) > 3,
+            "beats went on"
+        );
+        assert!(mark.live(), "renewed by the beats after the stuck one");
     }
 }
