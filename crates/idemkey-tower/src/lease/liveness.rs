@@ -130,7 +130,9 @@ impl Liveness {
         mark.beaten(sent);
         let (owner, grace, every) = (self.owner, self.grace, self.every());
         let beating = beat(store, (owner, grace, every), Arc::downgrade(&mark));
-        tokio::spawn(beating.in_current_span());
+        // A span of its own: the heartbeat outlives the request whose claim started it.
+        let span = tracing::info_span!(parent: None, "owner_heartbeat", ?owner);
+        tokio::spawn(beating.instrument(span));
         Ok(mark)
     }
 }
