@@ -25,6 +25,9 @@ pub(crate) struct ProxyActor {
     pub(crate) anonymous: Option<Arc<[HeaderName]>>,
     /// The key of the digests.
     pub(crate) key: ActorKey,
+    /// Whether a keyed request first looks for a record under the plain digest of earlier
+    /// versions (`earlier_digests`).
+    pub(crate) earlier: bool,
 }
 
 /// The key of actor digests, `HMAC(secret, "idemkey-proxy actor")`: set once, from the
@@ -140,6 +143,7 @@ pub fn request_actors(
             .transpose()?
             .map(Into::into),
         key,
+        earlier: config.earlier_digests,
     };
     let mut request = http::Request::new(());
     *request.headers_mut() = headers.clone();
@@ -233,6 +237,7 @@ mod tests {
             source: ActorSource::Header(http::header::AUTHORIZATION),
             anonymous: None,
             key: keyed(),
+            earlier: false,
         };
         let a = actor
             .make_actor(&parts(&[("authorization", "Bearer a")]))
@@ -266,6 +271,7 @@ mod tests {
             source: ActorSource::Header(http::header::AUTHORIZATION),
             anonymous: None,
             key: keyed(),
+            earlier: false,
         };
         let request = parts(&[("authorization", "Bearer a")]);
         let expected = [proxy.make_actor(&request), proxy.unkeyed(&request)];
@@ -293,6 +299,7 @@ mod tests {
             source: ActorSource::Cookie("session".into()),
             anonymous: None,
             key: keyed(),
+            earlier: false,
         };
         let cookies = [("cookie", "theme=dark; session=s1")];
         assert!(
@@ -309,6 +316,7 @@ mod tests {
             source: ActorSource::Trusted(http::HeaderName::from_static("x-user")),
             anonymous: Some(Arc::new([http::header::COOKIE])),
             key: keyed(),
+            earlier: false,
         };
         let named = trusted.make_actor(&parts(&[("x-user", "u7")]));
         assert_eq!(named.as_deref(), Some("trusted:u7"));

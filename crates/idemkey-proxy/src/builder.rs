@@ -119,6 +119,7 @@ impl<S: CapStore> ProxyBuilder<S> {
                     .then(|| self.config.actor.credential_headers())
                     .transpose()?
                     .map(Into::into),
+                earlier: self.config.actor.earlier_digests,
             },
             retention: self.retention,
             lease: self.lease,

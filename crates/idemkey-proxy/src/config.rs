@@ -83,6 +83,12 @@ pub struct ActorConfig {
     /// `Cookie` (`x-api-key`, ...), so that requests with them never share the anonymous actor.
     #[serde(default)]
     pub credential_headers: Vec<String>,
+    /// Also look for a record made under the plain SHA-256 digest of the credential, which
+    /// proxies built before the keyed digest stored, so that a retry across that upgrade
+    /// replays. Off by default: it costs every keyed request one more store read, and is
+    /// needed only for a retention after upgrading a proxy that stored plain digests.
+    #[serde(default)]
+    pub earlier_digests: bool,
 }
 
 /// How the upstream is called.

@@ -1,7 +1,8 @@
-//! Before a covered request reaches its route: the actor key is loaded, and a record that an
-//! earlier version of the proxy made for this request under the unkeyed actor digest is
-//! found, so that its retry replays instead of executing a second time. Such records expire
-//! with the retention; until then, each keyed request costs one more lookup.
+//! Before a covered request reaches its route: the actor key is loaded, and, with
+//! `earlier_digests`, a record that an earlier version of the proxy made for this request
+//! under the unkeyed actor digest is found, so that its retry replays instead of executing a
+//! second time. Such records expire with the retention; until then, with the setting on,
+//! each keyed request costs one more lookup.
 
 use axum::body::Body;
 use http::{Request, Response};
@@ -11,8 +12,8 @@ use idemkey_tower::{IDEMPOTENCY_KEY, problem_response};
 use crate::actor::{EarlierActor, ProxyActor};
 use crate::routes::operation_of;
 
-/// Readies `request` for the actor maker: the key set, and the earlier actor noted when the
-/// store holds a record of this credential, operation and key under it. A store that cannot
+/// Readies `request` for the actor maker: the key set, and (with `earlier_digests`) the
+/// earlier actor noted when the store holds a record of this credential, operation and key under it. A store that cannot
 /// answer is 503 `store-unavailable`, the request not executed, as the layer would answer.
 pub(crate) async fn ready<S: Store>(
     store: &S,
@@ -22,6 +23,9 @@ pub(crate) async fn ready<S: Store>(
     if !actor.key.is_set() {
         let secret = store.secret().await.map_err(|error| unavailable(&error))?;
         actor.key.set_from(&secret);
+    }
+    if !actor.earlier {
+        return Ok(());
     }
     let Some(key) = request
         .headers()

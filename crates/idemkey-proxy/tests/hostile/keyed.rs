@@ -103,12 +103,13 @@ async fn record_of_an_earlier_version(store: &MemoryStore, key: &str) {
 }
 
 #[idemkey_test_support::test]
-async fn a_record_under_the_unkeyed_actor_is_still_replayed() {
+async fn with_earlier_digests_a_record_under_the_unkeyed_actor_is_still_replayed() {
     let (upstream, calls) = counting_upstream().await;
     let store = MemoryStore::new();
     record_of_an_earlier_version(&store, "old").await;
+    let config = format!("{}\n[actor]\nearlier_digests = true", crate::ROUTE);
     let proxy = Proxy::builder(upstream, store.clone())
-        .config(crate::ROUTE.parse::<ProxyConfig>().unwrap())
+        .config(config.parse::<ProxyConfig>().unwrap())
         .build()
         .unwrap();
     assert_eq!(text(&proxy, post("old")).await, "earlier");
@@ -117,4 +118,18 @@ async fn a_record_under_the_unkeyed_actor_is_still_replayed() {
     assert_eq!(text(&proxy, post("new")).await, "call 1");
     let found = store.lookup(&scope(&unkeyed(BASIC), "new")).await.unwrap();
     assert!(found.is_none());
+}
+
+#[idemkey_test_support::test]
+async fn by_default_a_record_under_the_unkeyed_actor_is_not_looked_for() {
+    let (upstream, calls) = counting_upstream().await;
+    let store = MemoryStore::new();
+    record_of_an_earlier_version(&store, "old").await;
+    let proxy = Proxy::builder(upstream, store.clone())
+        .config(crate::ROUTE.parse::<ProxyConfig>().unwrap())
+        .build()
+        .unwrap();
+    // Without the extra read, the key is new to the keyed actor.
+    assert_eq!(text(&proxy, post("old")).await, "call 1");
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
 }
