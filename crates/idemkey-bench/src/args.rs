@@ -194,7 +194,7 @@ mod tests {
         use Workload::*;
         assert_eq!(Workload::expand(&[]), vec![Create, Replay, Storm, Mixed]);
         assert_eq!(Workload::expand(&[Layer, Create]), vec![Create, Layer]);
-        assert_eq!(Workload::expand(&[All]).len(), 11);
+        assert_eq!(Workload::expand(&[All]).len(), 12);
         assert_eq!(
             Workload::expand(&[ProxyDirect, Create, ProxyCreate]),
             vec![Create, ProxyCreate, ProxyDirect]
