@@ -165,6 +165,23 @@ impl<DB: Backend> SqlxStore<DB> {
         }
     }
 
+    /// Lease mode's claim as one statement that commits on its own: a transaction around it
+    /// would add a BEGIN and a COMMIT round trip. A lost reply is not `OutcomeUnknown` here:
+    /// at most a claim committed, nothing ran, and the claim's lease runs out.
+    async fn try_claim_plain(&self, request: &ClaimRequest) -> Result<TryClaim> {
+        let mut conn = self.grouped_conn().await?;
+        let mut outcome = Err(Error::Contention);
+        for _ in 0..CLAIM_ATTEMPTS {
+            outcome = DB::try_claim(&mut conn.0, request).await;
+            // The live record the claim met was gone before the lookup (forgotten, swept or
+            // given back): claim again.
+            if !matches!(outcome, Err(Error::Contention)) {
+                break;
+            }
+        }
+        self.grouped(conn, outcome).await
+    }
+
     /// Lease mode's claim under per-actor caps: the claim and the check in one short write
     /// transaction, so a refused claim is never visible to other requests.
     async fn try_claim_capped(&self, request: &ClaimRequest) -> Result<TryClaim> {
@@ -330,23 +347,20 @@ impl<DB: Backend> Store for SqlxStore<DB> {
     async fn try_claim(&self, request: &ClaimRequest) -> Result<TryClaim> {
         // The hook first: a paused request must not hold the writer from the others.
         self.hit(Point::BeforeClaim).await?;
-        if !self.caps.is_unlimited() {
-            return self.try_claim_capped(request).await;
-        }
-        let mut conn = self.grouped_conn().await?;
-        // The claim is one statement that commits on its own: a transaction around it would
-        // add a BEGIN and a COMMIT round trip. A lost reply is not `OutcomeUnknown` here: at
-        // most a claim committed, nothing ran, and the claim's lease runs out.
-        let mut outcome = Err(Error::Contention);
-        for _ in 0..CLAIM_ATTEMPTS {
-            outcome = DB::try_claim(&mut conn.0, request).await;
-            // The live record the claim met was gone before the lookup (forgotten, swept or
-            // given back): claim again.
-            if !matches!(outcome, Err(Error::Contention)) {
-                break;
+        if self.has_caps() {
+            // A fresh reading that has room reserves the record, so the claim needs no
+            // transaction around it; otherwise the caps are read and checked with the claim.
+            let actor = &request.scope.actor;
+            let Some(Ok(())) = self.usages.check(&self.caps, actor, 0) else {
+                return self.try_claim_capped(request).await;
+            };
+            let outcome = self.try_claim_plain(request).await;
+            if !matches!(outcome, Ok(TryClaim::Claimed(_))) {
+                self.usages.unreserve(actor);
             }
+            return outcome;
         }
-        self.grouped(conn, outcome).await
+        self.try_claim_plain(request).await
     }
 
     async fn reclaim(&self, request: &ClaimRequest, seen: &Record) -> Result<Option<Claim>> {

@@ -56,6 +56,18 @@ impl Usages {
         Some(checked)
     }
 
+    /// Takes back the record [`Self::check`] counted for `actor`, which was not created
+    /// (the claim met a live record, or failed).
+    pub(crate) fn unreserve(&self, actor: &str) {
+        let mut kept = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(reading) = kept.get_mut(actor) {
+            reading.usage.records = reading.usage.records.saturating_sub(1);
+        }
+    }
+
     /// Keeps `usage`, just read in the transaction creating a record of `actor` (and so
     /// counting it); `created` says whether the caps let it be created.
     pub(crate) fn keep(&self, actor: &str, mut usage: ActorUsage, created: bool, new_bytes: u64) {
@@ -155,6 +167,20 @@ mod tests {
         assert!(
             matches!(usages.check(&caps, "a", 0), Some(Ok(()))),
             "room for one"
+        );
+    }
+
+    #[test]
+    fn a_record_reserved_and_not_created_is_taken_back() {
+        let usages = Usages::default();
+        let caps = ActorCaps::new().max_records(2);
+        usages.keep("a", usage(1), true, 0);
+        assert!(usages.check(&caps, "a", 0).is_some_and(|c| c.is_ok()));
+        usages.unreserve("a");
+        assert!(usages.check(&caps, "a", 0).is_some_and(|c| c.is_ok()));
+        assert!(
+            usages.check(&caps, "a", 0).is_some_and(|c| c.is_err()),
+            "two records counted after the taken-back one: at the cap"
         );
     }
 }
