@@ -48,9 +48,10 @@ pub trait Backend: Database + Sealed {
     fn default_settings(pool: &Pool<Self>) -> Self::Settings;
 
     /// Opens a write transaction that will not fail to upgrade later (SQLite:
-    /// `BEGIN IMMEDIATE`).
+    /// `BEGIN IMMEDIATE`, at the configured sync level: see [`Self::settle`]).
     fn begin_write(
         pool: &Pool<Self>,
+        settings: &Self::Settings,
     ) -> impl Future<Output = Result<Transaction<'static, Self>>> + Send;
 
     /// [`Self::begin_write`] on `looked_up`, the lookup's connection, when
@@ -216,8 +217,7 @@ pub trait Backend: Database + Sealed {
 
     /// The pool that write transactions and the store's own writes take their connection
     /// from. Defaults to `pool` itself; SQLite uses a pool of one connection of its own.
-    fn writer_pool(pool: &Pool<Self>, settings: &Self::Settings) -> Pool<Self> {
-        let _ = settings;
+    fn writer_pool(pool: &Pool<Self>) -> Pool<Self> {
         pool.clone()
     }
 
@@ -232,6 +232,18 @@ pub trait Backend: Database + Sealed {
     ) -> impl Future<Output = Result<bool>> + Send {
         let _ = (conn, settings);
         std::future::ready(Ok(false))
+    }
+
+    /// Puts the configured sync level back on `conn`, a connection of the writer pool, if a
+    /// write that [`Self::relax`] relaxed left it so: before any write that is not grouped.
+    /// Only SQLite relaxes; there, grouped writes in a row leave the connection relaxed and
+    /// cost no statement to switch.
+    fn settle(
+        conn: &mut Self::Connection,
+        settings: &Self::Settings,
+    ) -> impl Future<Output = Result<()>> + Send {
+        let _ = (conn, settings);
+        std::future::ready(Ok(()))
     }
 
     /// Opens a write transaction as [`Self::begin_write`] does, on `conn`, a connection of

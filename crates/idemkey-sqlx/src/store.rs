@@ -79,7 +79,7 @@ impl<DB: Backend> SqlxStore<DB> {
     pub fn from_pool(pool: Pool<DB>) -> Self {
         let settings = DB::default_settings(&pool);
         Self {
-            writer: DB::writer_pool(&pool, &settings),
+            writer: DB::writer_pool(&pool),
             settings,
             pool,
             local: Some(Arc::default()),
@@ -287,7 +287,7 @@ impl<DB: Backend> SqlxStore<DB> {
     /// a connection of its own that the process's writers queue for, so they wait in line
     /// rather than in SQLite's busy handler).
     pub async fn begin_write(&self) -> Result<Transaction<'static, DB>> {
-        DB::begin_write(&self.writer).await
+        DB::begin_write(&self.writer, &self.settings).await
     }
 
     /// Closes the pool and, on SQLite, the writer's connection.
@@ -301,7 +301,7 @@ impl<DB: Backend> SqlxStore<DB> {
     /// a takeover, a release), relaxed where the backend groups such commits
     /// ([`Backend::relax`]). Pass it to [`Self::grouped`] with what was written.
     async fn grouped_conn(&self) -> Result<(PoolConnection<DB>, bool)> {
-        let mut conn = self.write_conn().await?;
+        let mut conn = self.writer.acquire().await.map_err(store_error::<DB>)?;
         let relaxed = DB::relax(&mut conn, &self.settings).await?;
         Ok((conn, relaxed))
     }
@@ -332,7 +332,9 @@ impl<DB: Backend> SqlxStore<DB> {
     /// [`Self::begin_write`]: both take the writer, so it would wait out the pool's acquire
     /// timeout and fail.
     pub async fn write_conn(&self) -> Result<PoolConnection<DB>> {
-        self.writer.acquire().await.map_err(store_error::<DB>)
+        let mut conn = self.writer.acquire().await.map_err(store_error::<DB>)?;
+        DB::settle(&mut conn, &self.settings).await?;
+        Ok(conn)
     }
 }
 

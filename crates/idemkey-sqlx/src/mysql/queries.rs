@@ -270,7 +270,10 @@ impl Backend for MySql {
         MySqlSettings::default()
     }
 
-    async fn begin_write(pool: &Pool<Self>) -> Result<Transaction<'static, Self>> {
+    async fn begin_write(
+        pool: &Pool<Self>,
+        _settings: &Self::Settings,
+    ) -> Result<Transaction<'static, Self>> {
         pool.begin_with(BEGIN_WRITE).await.map_err(store_error)
     }
 

@@ -198,7 +198,10 @@ impl Backend for Postgres {
         PgSettings::for_pool(pool)
     }
 
-    async fn begin_write(pool: &Pool<Self>) -> Result<Transaction<'static, Self>> {
+    async fn begin_write(
+        pool: &Pool<Self>,
+        _settings: &Self::Settings,
+    ) -> Result<Transaction<'static, Self>> {
         pool.begin_with(BEGIN_WRITE).await.map_err(store_error)
     }
 

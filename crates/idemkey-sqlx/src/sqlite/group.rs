@@ -1,6 +1,6 @@
 //! Group commit for the store's short writes on SQLite: a claim, a takeover, a release
-//! commits without waiting for the disk (`synchronous = NORMAL` for that one commit),
-//! gives the writer back at once, and then waits for one `fdatasync` of the WAL that it
+//! commits without waiting for the disk (`synchronous = NORMAL`, which the writer's
+//! connection keeps until a write that is not grouped), gives the writer back at once, and then waits for one `fdatasync` of the WAL that it
 //! shares with every write committed before that sync began.
 //!
 //! Why this keeps each write durable when it returns. In WAL mode a commit appends its frames
@@ -32,8 +32,10 @@ use idemkey_core::{Error, Result};
 #[derive(Debug, Default)]
 pub(crate) struct Grouping {
     flush: OnceLock<GroupFlush>,
-    /// Whether the writer's connection was left at `synchronous = NORMAL`: the writer pool
-    /// puts the configured level back when the connection returns (see `writer_pool`).
+    /// Whether the writer's connection may be at `synchronous = NORMAL`. It changes only
+    /// while the writer's one connection is held: a grouped write relaxes the connection
+    /// unless it is relaxed already, and any other write puts the configured level back
+    /// before it begins (`Backend::settle`). Grouped writes in a row so cost no `PRAGMA`.
     relaxed: AtomicBool,
 }
 
@@ -49,7 +51,17 @@ impl Grouping {
         self.flush.get()
     }
 
-    /// Notes that the writer's connection is at `synchronous = NORMAL` now.
+    /// Notes that the writer's connection is about to be at `synchronous = NORMAL`: the
+    /// statement that relaxes it, if it may still be at the configured level. Marked before
+    /// the statement runs, so that whatever becomes of it the next write that is not grouped
+    /// puts the level back.
+    pub(crate) fn take_relax(&self) -> Option<&'static str> {
+        self.flush()?;
+        (!self.relaxed.swap(true, Ordering::SeqCst)).then_some("PRAGMA synchronous = NORMAL")
+    }
+
+    /// Notes that the writer's connection may still be relaxed: putting the level back
+    /// failed.
     pub(crate) fn relaxed(&self) {
         self.relaxed.store(true, Ordering::SeqCst);
     }
@@ -268,5 +280,16 @@ mod tests {
         grouping.relaxed();
         assert_eq!(grouping.take_restore(), Some("PRAGMA synchronous = EXTRA"));
         assert_eq!(grouping.take_restore(), None, "once");
+    }
+
+    #[test]
+    fn grouped_writes_in_a_row_relax_once() {
+        let grouping = Grouping::default();
+        assert_eq!(grouping.take_relax(), None, "off: never relaxed");
+        grouping.enable(Path::new("/tmp/x.db"), 2);
+        assert_eq!(grouping.take_relax(), Some("PRAGMA synchronous = NORMAL"));
+        assert_eq!(grouping.take_relax(), None, "relaxed already");
+        assert_eq!(grouping.take_restore(), Some("PRAGMA synchronous = FULL"));
+        assert_eq!(grouping.take_relax(), Some("PRAGMA synchronous = NORMAL"));
     }
 }

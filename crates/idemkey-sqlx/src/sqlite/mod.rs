@@ -109,7 +109,10 @@ impl SqlxStore<Sqlite> {
             .await
             .map_err(store_error)?;
         let file = self.pool.connect_options().get_filename().to_owned();
-        if !journal.eq_ignore_ascii_case("wal") || level < 2 || !file.is_file() {
+        // A pool of one connection is its own writer, which the application's queries on
+        // `pool()` would share, relaxed by a grouped write or not: no grouping there.
+        let shared = self.pool.options().get_max_connections() <= 1;
+        if shared || !journal.eq_ignore_ascii_case("wal") || level < 2 || !file.is_file() {
             return Ok(());
         }
         // Absolute: the syncs open the file by name, whatever the directory is then.
@@ -165,7 +168,7 @@ fn create_private(_path: &std::path::Path) -> Result<()> {
 /// wait in line here is bounded by [`DEFAULT_BUSY_TIMEOUT`] (or the pool's acquire timeout if
 /// shorter), past which the request is `store-unavailable` as before. A pool of one
 /// connection is its own writer.
-pub(crate) fn writer_pool(pool: &SqlitePool, grouping: Arc<Grouping>) -> SqlitePool {
+pub(crate) fn writer_pool(pool: &SqlitePool) -> SqlitePool {
     let options = pool.options();
     if options.get_max_connections() <= 1 {
         return pool.clone();
@@ -176,18 +179,6 @@ pub(crate) fn writer_pool(pool: &SqlitePool, grouping: Arc<Grouping>) -> SqliteP
         .acquire_timeout(options.get_acquire_timeout().min(DEFAULT_BUSY_TIMEOUT))
         // See `reusable`.
         .before_acquire(|conn, meta| Box::pin(async move { Ok(reusable(conn, &meta)) }))
-        // A grouped write left the connection at `synchronous = NORMAL`: the configured level
-        // is back before anyone else's transaction can commit on it, or the connection is
-        // closed.
-        .after_release(move |conn, _meta| {
-            let restore = grouping.take_restore();
-            Box::pin(async move {
-                let Some(restore) = restore else {
-                    return Ok(true);
-                };
-                Ok(sqlx::raw_sql(restore).execute(conn).await.is_ok())
-            })
-        })
         .connect_lazy_with((*pool.connect_options()).clone())
 }
 
@@ -306,6 +297,44 @@ mod tests {
             ));
         }
         assert_eq!(flush.counts().0, syncs + 1, "one sync covered both");
+        store.close().await;
+    }
+
+    /// The sync level of the writer's connection, as a write of the store or the
+    /// application's transaction on it sees it.
+    async fn writer_level(store: &SqliteStore, in_transaction: bool) -> i64 {
+        let level = sqlx::query_scalar("PRAGMA synchronous");
+        if in_transaction {
+            let mut tx = store.begin_write().await.unwrap();
+            return level.fetch_one(&mut *tx).await.unwrap();
+        }
+        level
+            .fetch_one(&mut *store.write_conn().await.unwrap())
+            .await
+            .unwrap()
+    }
+
+    /// Grouped writes in a row leave the writer's connection relaxed, without a `PRAGMA`
+    /// each; every other write on it, the store's or the application's transaction, gets it
+    /// back at the configured level first. Without the level put back, the completion's
+    /// write would commit at `NORMAL` (level 1) and return before the disk has it.
+    #[tokio::test]
+    async fn grouped_writes_stay_relaxed_and_any_other_write_is_at_the_configured_level() {
+        use idemkey_core::Store;
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_in(&dir).await;
+        let grouping = &store.settings.grouping;
+        store.try_claim(&claim_request("a")).await.unwrap();
+        store.try_claim(&claim_request("b")).await.unwrap();
+        assert_eq!(
+            grouping.take_relax(),
+            None,
+            "still relaxed after two claims"
+        );
+        assert_eq!(writer_level(&store, false).await, 2, "a write of the store");
+        store.try_claim(&claim_request("c")).await.unwrap();
+        assert_eq!(writer_level(&store, true).await, 2, "a transaction");
         store.close().await;
     }
 

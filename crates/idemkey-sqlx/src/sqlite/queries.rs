@@ -214,21 +214,34 @@ impl Backend for Sqlite {
         SqliteSettings::default()
     }
 
-    fn writer_pool(pool: &Pool<Self>, settings: &SqliteSettings) -> Pool<Self> {
-        super::writer_pool(pool, settings.grouping.clone())
+    fn writer_pool(pool: &Pool<Self>) -> Pool<Self> {
+        super::writer_pool(pool)
     }
 
     async fn relax(conn: &mut Self::Connection, settings: &SqliteSettings) -> Result<bool> {
         if settings.grouping.flush().is_none() {
             return Ok(false);
         }
-        // Marked first: however this ends, the writer pool puts the level back.
-        settings.grouping.relaxed();
-        sqlx::raw_sql("PRAGMA synchronous = NORMAL")
-            .execute(conn)
-            .await
-            .map_err(store_error)?;
+        if let Some(relax) = settings.grouping.take_relax() {
+            sqlx::raw_sql(relax)
+                .execute(conn)
+                .await
+                .map_err(store_error)?;
+        }
         Ok(true)
+    }
+
+    async fn settle(conn: &mut Self::Connection, settings: &SqliteSettings) -> Result<()> {
+        let Some(restore) = settings.grouping.take_restore() else {
+            return Ok(());
+        };
+        if let Err(error) = sqlx::raw_sql(restore).execute(conn).await {
+            // Still relaxed, maybe: the next write that is not grouped tries again, and
+            // this one does not commit at `NORMAL`.
+            settings.grouping.relaxed();
+            return Err(store_error(error));
+        }
+        Ok(())
     }
 
     async fn begin_write_with(
@@ -249,12 +262,16 @@ impl Backend for Sqlite {
         }
     }
 
-    async fn begin_write(pool: &Pool<Self>) -> Result<Transaction<'static, Self>> {
+    async fn begin_write(
+        pool: &Pool<Self>,
+        settings: &SqliteSettings,
+    ) -> Result<Transaction<'static, Self>> {
+        let mut conn = pool.acquire().await.map_err(store_error)?;
+        // Before the transaction: SQLite does not let one change its sync level.
+        Self::settle(&mut conn, settings).await?;
         // A deferred transaction that upgrades to a writer fails with SQLITE_BUSY under
         // concurrency, busy timeout or not; IMMEDIATE takes the write lock up front.
-        pool.begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(store_error)
+        Self::begin_write_with(conn).await
     }
 
     async fn lookup(conn: &mut Self::Connection, scope: &Scope) -> Result<Option<Record>> {
