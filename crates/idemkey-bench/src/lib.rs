@@ -78,9 +78,9 @@ pub(crate) struct Ctx {
 
 impl Ctx {
     /// The target for keyed / key-less create: atomic mode 0.85 on SQLite and 0.70 on
-    /// PostgreSQL and MySQL, lease mode 0.45 (0.8 with the records in Redis); none for a
-    /// service measured from outside (`--url` without `--database-url`), whose database is
-    /// unknown.
+    /// PostgreSQL and MySQL, lease mode 0.50 on SQLite and 0.45 on the others (0.8 with the
+    /// records in Redis); none for a service measured from outside (`--url` without
+    /// `--database-url`), whose database is unknown.
     fn create_target(&self) -> Option<f64> {
         if self.redis_records() {
             // Lease mode with the records in Redis.
@@ -88,21 +88,34 @@ impl Ctx {
         }
         let server = !self.database_url.as_deref()?.starts_with("sqlite");
         Some(match (self.mode, server) {
-            (Mode::Lease, _) => 0.45,
+            (Mode::Lease, false) => 0.50,
+            (Mode::Lease, true) => 0.45,
             (Mode::Atomic, true) => 0.70,
             (Mode::Atomic, false) => 0.85,
         })
     }
 
-    /// The target for replay / GET: 1.0, or 1.5 with the replay cache; 0.9 with the records
-    /// in Redis.
+    /// The target for replay / GET: 1.0 in atomic mode, 0.9 in lease mode (where a replay
+    /// also reads the record's owner) and with the records in Redis, 1.5 with the replay
+    /// cache.
     fn replay_target(&self) -> f64 {
-        if self.redis_records() {
-            0.9
-        } else if self.serve_flags.iter().any(|flag| flag == "--replay-cache") {
+        if self.serve_flags.iter().any(|flag| flag == "--replay-cache") {
             1.5
+        } else if self.redis_records() || self.mode == Mode::Lease {
+            0.9
         } else {
             1.0
+        }
+    }
+
+    /// The targets of the proxy's keyed create / forwarded key-less create and of its replay
+    /// / forwarded GET, by where it keeps its records: 0.25 and 1.0 on SQLite, 0.30 and 1.0
+    /// on the other SQL databases, 0.70 and 1.0 in Redis.
+    fn proxy_targets(&self) -> (f64, f64) {
+        match self.proxy_database_url.as_deref() {
+            Some(url) if url.starts_with("redis") => (0.70, 1.0),
+            Some(url) if url.starts_with("sqlite") => (0.25, 1.0),
+            _ => (0.30, 1.0),
         }
     }
 

@@ -159,10 +159,11 @@ async fn create(
         names,
     )
     .await;
-    let ratio = Ratio::info(
+    let ratio = Ratio::at_least(
         "proxy: keyed create / key-less create forwarded (throughput)",
         a.throughput,
         b.throughput,
+        ctx.proxy_targets().0,
     );
     (report("proxy-create", a, b, notes), ratio)
 }
@@ -192,10 +193,11 @@ async fn replay(
         "GET /v1/notes/{id}, forwarded by the proxy",
     ];
     let (a, b, notes) = pair(ctx, "proxy-replay", upstream, &replay, &get, workers, names).await;
-    let ratio = Ratio::info(
+    let ratio = Ratio::at_least(
         "proxy: replay / GET forwarded (throughput)",
         a.throughput,
         b.throughput,
+        ctx.proxy_targets().1,
     );
     Ok((report("proxy-replay", a, b, notes), ratio))
 }
