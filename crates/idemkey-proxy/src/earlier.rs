@@ -13,8 +13,9 @@ use crate::actor::{EarlierActor, ProxyActor};
 use crate::routes::operation_of;
 
 /// Readies `request` for the actor maker: the key set, and (with `earlier_digests`) the
-/// earlier actor noted when the store holds a record of this credential, operation and key under it. A store that cannot
-/// answer is 503 `store-unavailable`, the request not executed, as the layer would answer.
+/// earlier actor noted when the store holds a record of this credential, operation and key
+/// under it. A store that cannot answer is 503 `store-unavailable`, the request not
+/// executed, as the layer would answer.
 pub(crate) async fn ready<S: Store>(
     store: &S,
     actor: &ProxyActor,
