@@ -1,7 +1,8 @@
 //! Group commit for the store's short writes on SQLite: a claim, a takeover, a release
 //! commits without waiting for the disk (`synchronous = NORMAL`, which the writer's
-//! connection keeps until a write that is not grouped), gives the writer back at once, and then waits for one `fdatasync` of the WAL that it
-//! shares with every write committed before that sync began.
+//! connection keeps until a write that is not grouped), gives the writer back at once, and
+//! then waits for one `fdatasync` of the WAL that it shares with every write committed before
+//! that sync began.
 //!
 //! Why this keeps each write durable when it returns. In WAL mode a commit appends its frames
 //! to the `-wal` file; `synchronous = NORMAL` only skips the sync that `FULL` makes before the
