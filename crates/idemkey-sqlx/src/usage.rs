@@ -7,7 +7,7 @@
 //! processes create, and records that expire, show at the next reading.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use idemkey_core::{ActorCaps, ActorUsage, Result};
@@ -30,6 +30,20 @@ struct Reading {
 }
 
 impl Usages {
+    fn kept(&self) -> MutexGuard<'_, HashMap<String, Reading>> {
+        // A panic while the lock was held left the readings as they were: go on with them.
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Changes the usage of `actor`'s reading, if one is kept, by what this process did.
+    fn update(&self, actor: &str, change: impl FnOnce(&mut ActorUsage)) {
+        if let Some(reading) = self.kept().get_mut(actor) {
+            change(&mut reading.usage);
+        }
+    }
+
     /// Checks `caps` for one more record of `actor` storing `new_bytes`, against a fresh
     /// reading if one is kept (`None` otherwise: read the database), counting the record
     /// if it passes.
@@ -39,10 +53,7 @@ impl Usages {
         actor: &str,
         new_bytes: u64,
     ) -> Option<Result<()>> {
-        let mut kept = self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut kept = self.kept();
         let reading = kept.get_mut(actor).filter(|r| r.at.elapsed() < FRESH)?;
         let usage = ActorUsage {
             records: reading.usage.records + 1,
@@ -59,13 +70,9 @@ impl Usages {
     /// Takes back the record [`Self::check`] counted for `actor`, which was not created
     /// (the claim met a live record, or failed).
     pub(crate) fn unreserve(&self, actor: &str) {
-        let mut kept = self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(reading) = kept.get_mut(actor) {
-            reading.usage.records = reading.usage.records.saturating_sub(1);
-        }
+        self.update(actor, |usage| {
+            usage.records = usage.records.saturating_sub(1);
+        });
     }
 
     /// Keeps `usage`, just read in the transaction creating a record of `actor` (and so
@@ -75,10 +82,7 @@ impl Usages {
             usage.records = usage.records.saturating_sub(1);
             usage.bytes = usage.bytes.saturating_sub(new_bytes);
         }
-        let mut kept = self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut kept = self.kept();
         if kept.len() >= KEPT {
             kept.retain(|_, reading| reading.at.elapsed() < FRESH);
         }
@@ -89,22 +93,12 @@ impl Usages {
     /// Adds `bytes`, a response this process just stored in a record of `actor`, to the
     /// actor's reading if one is kept.
     pub(crate) fn stored(&self, actor: &str, bytes: u64) {
-        let mut kept = self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(reading) = kept.get_mut(actor) {
-            reading.usage.bytes += bytes;
-        }
+        self.update(actor, |usage| usage.bytes += bytes);
     }
 
     /// Drops the reading of `actor`, whose records were just deleted here.
     pub(crate) fn forget(&self, actor: &str) {
-        let mut kept = self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        kept.remove(actor);
+        self.kept().remove(actor);
     }
 }
 
