@@ -99,6 +99,11 @@ impl SqlxStore<Sqlite> {
     /// sets. Completions, atomic mode and the application's own transactions keep the
     /// configured level.
     async fn group_commits(&self) -> Result<()> {
+        // The application's queries on `pool()` would share a writer that is the pool,
+        // relaxed by a grouped write or not: no grouping there.
+        if is_own_writer(&self.pool) {
+            return Ok(());
+        }
         let mut conn = self.write_conn().await?;
         let journal: String = sqlx::query_scalar("PRAGMA journal_mode")
             .fetch_one(&mut *conn)
@@ -109,10 +114,7 @@ impl SqlxStore<Sqlite> {
             .await
             .map_err(store_error)?;
         let file = self.pool.connect_options().get_filename().to_owned();
-        // A pool of one connection is its own writer, which the application's queries on
-        // `pool()` would share, relaxed by a grouped write or not: no grouping there.
-        let shared = self.pool.options().get_max_connections() <= 1;
-        if shared || !journal.eq_ignore_ascii_case("wal") || level < 2 || !file.is_file() {
+        if !journal.eq_ignore_ascii_case("wal") || level < 2 || !file.is_file() {
             return Ok(());
         }
         // Absolute: the syncs open the file by name, whatever the directory is then.
@@ -169,10 +171,10 @@ fn create_private(_path: &std::path::Path) -> Result<()> {
 /// shorter), past which the request is `store-unavailable` as before. A pool of one
 /// connection is its own writer.
 pub(crate) fn writer_pool(pool: &SqlitePool) -> SqlitePool {
-    let options = pool.options();
-    if options.get_max_connections() <= 1 {
+    if is_own_writer(pool) {
         return pool.clone();
     }
+    let options = pool.options();
     SqlitePoolOptions::new()
         .max_connections(1)
         .test_before_acquire(false)
@@ -180,6 +182,11 @@ pub(crate) fn writer_pool(pool: &SqlitePool) -> SqlitePool {
         // See `reusable`.
         .before_acquire(|conn, meta| Box::pin(async move { Ok(reusable(conn, &meta)) }))
         .connect_lazy_with((*pool.connect_options()).clone())
+}
+
+/// Whether `pool` has a single connection, which is then its own writer.
+fn is_own_writer(pool: &SqlitePool) -> bool {
+    pool.options().get_max_connections() <= 1
 }
 
 /// Whether a pooled connection may be handed out: not inside a transaction, and opened after
