@@ -19,6 +19,7 @@
 //! how an atomic claim waits for a concurrent uncommitted claim of its scope.
 
 use std::future::Future;
+use std::time::Instant;
 
 use idemkey_core::{Claim, ClaimRequest, Record, Result, Scope, StoredResponse, TryClaim};
 use sqlx::error::DatabaseError;
@@ -287,6 +288,14 @@ pub trait Backend: Database + Sealed {
     /// connections an error can spoil (SQLite: after a read-only or I/O error the pools
     /// replace their connections). Defaults to nothing.
     fn note_error(_error: &dyn DatabaseError) {}
+
+    /// Whether a connection the store kept for its lookups, sound when the pool handed it out
+    /// at `since`, may serve another. Defaults to yes: a lookup that failed never gives its
+    /// connection back. SQLite: not if a read-only or I/O error was seen since (see
+    /// [`Self::note_error`]).
+    fn reusable(_conn: &Self::Connection, _since: Instant) -> bool {
+        true
+    }
 
     /// What a failed `COMMIT` means: on a networked database a lost reply is
     /// [`Error::OutcomeUnknown`](idemkey_core::Error::OutcomeUnknown).

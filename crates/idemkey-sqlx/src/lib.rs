@@ -60,6 +60,7 @@ pub mod failpoints;
 mod mysql;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod readers;
 mod row;
 #[cfg(feature = "sqlite")]
 mod sqlite;

@@ -16,6 +16,7 @@ use crate::atomic::coalescing::LocalClaims;
 use crate::cache::ReplayCache;
 use crate::error::store_error;
 use crate::failpoints::Point;
+use crate::readers::{Reader, Readers};
 use crate::usage::Usages;
 
 /// How many times lease mode's claim runs when the live record it met is gone before it can
@@ -31,6 +32,11 @@ const FORGET_BATCH: u32 = 500;
 /// Use it through its aliases, [`crate::SqliteStore`], [`crate::PgStore`] and `MySqlStore`.
 /// Lease mode goes through [`Store`]; atomic mode through [`SqlxStore::begin_atomic`] and
 /// [`SqlxStore::execute`].
+///
+/// Lookups (every replay's read) run on up to eight connections the store keeps beside the
+/// pool: opened by the pool, then detached from it, so that a lookup that ended gives its
+/// connection back without the round trip sqlx makes to test every pooled connection it
+/// takes back. On PostgreSQL and MySQL, count them among the server's connections.
 #[derive(Debug)]
 pub struct SqlxStore<DB: Backend> {
     pub(crate) pool: Pool<DB>,
@@ -52,6 +58,8 @@ pub struct SqlxStore<DB: Backend> {
     caps: ActorCaps,
     /// The actors' usage as last read for the caps, shared by clones.
     usages: Arc<Usages>,
+    /// The connections kept for lookups, shared by clones.
+    readers: Arc<Readers<DB>>,
     #[cfg(feature = "failpoints")]
     pub(crate) failpoints: crate::failpoints::Failpoints,
 }
@@ -68,6 +76,7 @@ impl<DB: Backend> Clone for SqlxStore<DB> {
             cache: self.cache.clone(),
             caps: self.caps,
             usages: self.usages.clone(),
+            readers: self.readers.clone(),
             #[cfg(feature = "failpoints")]
             failpoints: self.failpoints.clone(),
         }
@@ -88,6 +97,7 @@ impl<DB: Backend> SqlxStore<DB> {
             cache: None,
             caps: ActorCaps::new(),
             usages: Arc::default(),
+            readers: Arc::default(),
             #[cfg(feature = "failpoints")]
             failpoints: Default::default(),
         }
@@ -290,8 +300,10 @@ impl<DB: Backend> SqlxStore<DB> {
         DB::begin_write(&self.writer, &self.settings).await
     }
 
-    /// Closes the pool and, on SQLite, the writer's connection.
+    /// Closes the pool, the connections kept for lookups and, on SQLite, the writer's
+    /// connection.
     pub async fn close(&self) {
+        self.readers.close().await;
         self.writer.close().await;
         self.pool.close().await;
     }
@@ -325,6 +337,14 @@ impl<DB: Backend> SqlxStore<DB> {
         self.pool.acquire().await.map_err(store_error::<DB>)
     }
 
+    /// A connection for one lookup, kept for the next once given back (`readers.rs`).
+    pub(crate) async fn reader(&self) -> Result<Reader<'_, DB>> {
+        self.readers
+            .reader(&self.pool)
+            .await
+            .map_err(store_error::<DB>)
+    }
+
     /// A connection for writes outside a transaction: the store's own (complete, release,
     /// sweep...) and the application's. On SQLite it is the store's writer, so the process's
     /// writers queue in order instead of sleeping in SQLite's busy handler; elsewhere a
@@ -343,7 +363,10 @@ impl<DB: Backend> Store for SqlxStore<DB> {
         if let Some(record) = self.cached(scope) {
             return Ok(Some(Record::clone(&record)));
         }
-        self.lookup_on(&mut *self.conn().await?, scope).await
+        let mut reader = self.reader().await?;
+        let record = self.lookup_on(&mut reader, scope).await?;
+        reader.done();
+        Ok(record)
     }
 
     async fn try_claim(&self, request: &ClaimRequest) -> Result<TryClaim> {

@@ -40,8 +40,12 @@ impl<DB: Backend> SqlxStore<DB> {
         {
             return Ok(AtomicLookup::Undecided);
         }
-        self.lookup_atomic_on(&mut *self.conn().await?, request, on_expired)
-            .await
+        let mut reader = self.reader().await?;
+        let looked = self
+            .lookup_atomic_on(&mut reader, request, on_expired)
+            .await?;
+        reader.done();
+        Ok(looked)
     }
 
     /// What the replay cache's copy of the scope's record decides, if there is one and it

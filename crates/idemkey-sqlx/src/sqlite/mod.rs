@@ -189,11 +189,16 @@ fn is_own_writer(pool: &SqlitePool) -> bool {
     pool.options().get_max_connections() <= 1
 }
 
-/// Whether a pooled connection may be handed out: not inside a transaction, and opened after
-/// the last fault [`error::note_fault`] saw. Replacing a connection costs an open of the file.
+/// Whether a pooled connection may be handed out. Replacing a connection costs an open of
+/// the file.
 fn reusable(conn: &SqliteConnection, meta: &PoolConnectionMetadata) -> bool {
-    let opened = Instant::now().checked_sub(meta.age);
-    !conn.is_in_transaction() && !error::opened_before_fault(opened)
+    reusable_since(conn, Instant::now().checked_sub(meta.age))
+}
+
+/// Whether a connection last known sound at `since` (`None`: too long ago to tell) may be
+/// used again: not inside a transaction, and no fault [`error::note_fault`] saw since.
+fn reusable_since(conn: &SqliteConnection, since: Option<Instant>) -> bool {
+    !conn.is_in_transaction() && !error::opened_before_fault(since)
 }
 
 impl crate::backend::Sealed for Sqlite {}

@@ -321,6 +321,10 @@ impl Backend for Sqlite {
     fn note_error(error: &dyn sqlx::error::DatabaseError) {
         super::error::note_fault(error);
     }
+
+    fn reusable(conn: &Self::Connection, since: Instant) -> bool {
+        super::reusable_since(conn, Some(since))
+    }
 }
 
 crate::statements::claim_with!(Sqlite);
