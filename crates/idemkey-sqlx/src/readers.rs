@@ -6,7 +6,9 @@
 //! every replay makes: when it ends, its connection is known to be idle, so the store keeps
 //! it for the next lookup and skips that round trip, about a fifth of a replay's CPU. A
 //! lookup that does not end (cancelled, or failed) does not give its connection back: it is
-//! closed, never reused.
+//! closed, never reused. A kept connection may die while idle (a restarted server), so a
+//! lookup that failed on one runs once more on a connection of the pool
+//! (`SqlxStore::lookup_kept`).
 //!
 //! The kept connections are opened by the pool and detached from it (the pool may open
 //! others in their place), so they never hold back the pool's other users.
@@ -165,6 +167,11 @@ enum Held<DB: Backend> {
 }
 
 impl<DB: Backend> Reader<'_, DB> {
+    /// Whether the connection is one the store kept, rather than one fresh from the pool.
+    pub(crate) fn was_kept(&self) -> bool {
+        matches!(self.held, Held::Kept(..))
+    }
+
     /// The lookup ended: the connection is idle, and kept for the next one if there is room.
     pub(crate) fn done(mut self) {
         match mem::replace(&mut self.held, Held::Given) {

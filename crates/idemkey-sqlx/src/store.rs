@@ -16,7 +16,7 @@ use crate::atomic::coalescing::LocalClaims;
 use crate::cache::ReplayCache;
 use crate::error::store_error;
 use crate::failpoints::Point;
-use crate::readers::{Reader, Readers};
+use crate::readers::Readers;
 use crate::usage::Usages;
 
 /// How many times lease mode's claim runs when the live record it met is gone before it can
@@ -337,12 +337,27 @@ impl<DB: Backend> SqlxStore<DB> {
         self.pool.acquire().await.map_err(store_error::<DB>)
     }
 
-    /// A connection for one lookup, kept for the next once given back (`readers.rs`).
-    pub(crate) async fn reader(&self) -> Result<Reader<'_, DB>> {
-        self.readers
+    /// The scope's record from the database, read on a connection kept for lookups
+    /// (`readers.rs`). A kept connection may have died while idle (a restarted server, a
+    /// connection the server dropped): a read that fails on one runs once more, on a
+    /// connection of the pool.
+    pub(crate) async fn lookup_kept(&self, scope: &Scope) -> Result<Option<Record>> {
+        let mut reader = self
+            .readers
             .reader(&self.pool)
             .await
-            .map_err(store_error::<DB>)
+            .map_err(store_error::<DB>)?;
+        match self.lookup_on(&mut reader, scope).await {
+            Ok(record) => {
+                reader.done();
+                Ok(record)
+            }
+            Err(_) if reader.was_kept() => {
+                drop(reader);
+                self.lookup_on(&mut *self.conn().await?, scope).await
+            }
+            Err(error) => Err(error),
+        }
     }
 
     /// A connection for writes outside a transaction: the store's own (complete, release,
@@ -363,10 +378,7 @@ impl<DB: Backend> Store for SqlxStore<DB> {
         if let Some(record) = self.cached(scope) {
             return Ok(Some(Record::clone(&record)));
         }
-        let mut reader = self.reader().await?;
-        let record = self.lookup_on(&mut reader, scope).await?;
-        reader.done();
-        Ok(record)
+        self.lookup_kept(scope).await
     }
 
     async fn try_claim(&self, request: &ClaimRequest) -> Result<TryClaim> {

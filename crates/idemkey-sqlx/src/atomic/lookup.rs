@@ -2,7 +2,7 @@
 //! the work that may write (the tower layer answers a replay without spawning the task that
 //! would hold a transaction).
 
-use idemkey_core::{Answer, ClaimRequest, ExpiredLease, Result, decide};
+use idemkey_core::{Answer, ClaimRequest, ExpiredLease, Record, Result, decide};
 
 use crate::{Backend, SqlxStore};
 
@@ -40,12 +40,8 @@ impl<DB: Backend> SqlxStore<DB> {
         {
             return Ok(AtomicLookup::Undecided);
         }
-        let mut reader = self.reader().await?;
-        let looked = self
-            .lookup_atomic_on(&mut reader, request, on_expired)
-            .await?;
-        reader.done();
-        Ok(looked)
+        let record = self.lookup_kept(&request.scope).await?;
+        Ok(decided(record, request, on_expired))
     }
 
     /// What the replay cache's copy of the scope's record decides, if there is one and it
@@ -66,12 +62,22 @@ impl<DB: Backend> SqlxStore<DB> {
         request: &ClaimRequest,
         on_expired: ExpiredLease,
     ) -> Result<AtomicLookup> {
-        let Some(record) = self.lookup_on(conn, &request.scope).await? else {
-            return Ok(AtomicLookup::Absent);
-        };
-        Ok(match decide(request, &record, on_expired).into_answer() {
-            Ok(answer) => AtomicLookup::Answer(answer),
-            Err(_) => AtomicLookup::Undecided,
-        })
+        let record = self.lookup_on(conn, &request.scope).await?;
+        Ok(decided(record, request, on_expired))
+    }
+}
+
+/// What the scope's live record, if any, decides for `request` before any write.
+fn decided(
+    record: Option<Record>,
+    request: &ClaimRequest,
+    on_expired: ExpiredLease,
+) -> AtomicLookup {
+    let Some(record) = record else {
+        return AtomicLookup::Absent;
+    };
+    match decide(request, &record, on_expired).into_answer() {
+        Ok(answer) => AtomicLookup::Answer(answer),
+        Err(_) => AtomicLookup::Undecided,
     }
 }
