@@ -83,7 +83,8 @@ impl ActorCaps {
         self.max_records.is_none() && self.max_bytes.is_none()
     }
 
-    /// Checks `usage`, read in the transaction that creates a record whose own stored
+    /// Checks `usage` (a recent reading, or one made in the transaction that creates the
+    /// record) for a record whose own stored
     /// response (already counted in `usage.bytes`) takes `new_bytes`.
     pub fn check(&self, usage: &ActorUsage, new_bytes: u64) -> Result<(), Error> {
         let refuse = |cap| Error::ActorCap {

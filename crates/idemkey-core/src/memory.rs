@@ -320,7 +320,9 @@ impl Store for MemoryStore {
     async fn beat(&self, owner: OwnerId, grace: Duration) -> Result<()> {
         let alive_until = self.clock.now_ms().saturating_add(ms(grace));
         let mut owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
-        owners.insert(owner, alive_until);
+        // Never backwards, as the SQL stores' upserts.
+        let until = owners.entry(owner).or_insert(alive_until);
+        *until = (*until).max(alive_until);
         Ok(())
     }
 

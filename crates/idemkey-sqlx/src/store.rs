@@ -121,8 +121,9 @@ impl<DB: Backend> SqlxStore<DB> {
     /// The same store with per-actor caps on live records and stored bytes (behaviour [§11](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#11-security)),
     /// none by default. A request that would create a new record for an actor at a cap is
     /// refused with [`Error::ActorCap`] (429) in both modes, before or without executing:
-    /// the check reads the actor's usage in the transaction that creates the record and
-    /// rolls it back. A retry answered from an existing record is never refused.
+    /// the check is made as the record is created (against a fresh reading, else in the
+    /// transaction that creates the record, which it rolls back). A retry answered from an
+    /// existing record is never refused.
     ///
     /// The check reads the actor's usage (a query over its live records, whose cost grows
     /// with them) at most once a second per actor in each process; in between, the process
@@ -309,8 +310,9 @@ impl<DB: Backend> SqlxStore<DB> {
     }
 
     /// The writer's connection for one of the store's short writes that another request
-    /// may read before it is on disk, as it only ever answers `request-in-flight` (a claim,
-    /// a takeover, a release), relaxed where the backend groups such commits
+    /// may read before it is on disk (a claim, a takeover, a release): such a read answers
+    /// `request-in-flight` or `key-reused`, or claims again behind a sync that covers the
+    /// earlier write. Relaxed where the backend groups such commits
     /// ([`Backend::relax`]). Pass it to [`Self::grouped`] with what was written.
     async fn grouped_conn(&self) -> Result<(PoolConnection<DB>, bool)> {
         let mut conn = self.writer.acquire().await.map_err(store_error::<DB>)?;

@@ -127,18 +127,24 @@ pub async fn expired_lease_is_taken_over_and_old_owner_fenced<S: Store>(store: S
     assert!(is_replay_of(&outcome(&store, &req).await, &created("new")));
 }
 
+/// How long a lapsing owner's heartbeat lasts in the cases below: the cases wait it out.
+const SHORT_GRACE: Duration = Duration::from_millis(200);
+
 /// A claim's owner (A) beats: another owner (B) is refused while A's lease lives. A's
-/// heartbeat lapses (a zero grace has run out at once): B takes over long before A's lease
-/// would end, and A can no longer complete, release nor extend.
+/// heartbeat lapses (its short grace runs out): B takes over long before A's lease would
+/// end, and A can no longer complete, release nor extend.
 pub async fn stale_owner_is_taken_over_before_its_lease_ends<S: Store>(store: S) {
-    let (a, b) = (OwnerId::new(), OwnerId::new());
-    store.beat(a, LONG).await.unwrap();
+    let (a, b, live) = (OwnerId::new(), OwnerId::new(), OwnerId::new());
+    store.beat(live, LONG).await.unwrap();
     store.beat(b, LONG).await.unwrap();
+    let held = request_for("alice", "held", "{}");
+    claim(&store, &held.clone().owner(live)).await;
+    let refused = outcome(&store, &held.clone().owner(b)).await;
+    assert!(matches!(refused, Begin::InFlight { .. }), "{refused:?}");
+    store.beat(a, SHORT_GRACE).await.unwrap();
     let req = request("{}");
     let old = claim(&store, &req.clone().owner(a)).await;
-    let refused = outcome(&store, &req.clone().owner(b)).await;
-    assert!(matches!(refused, Begin::InFlight { .. }), "{refused:?}");
-    store.beat(a, Duration::ZERO).await.unwrap();
+    tokio::time::sleep(SHORT_GRACE * 2).await;
     let record = store.lookup(&req.scope).await.unwrap().unwrap();
     assert_eq!(
         record.state,
@@ -162,6 +168,19 @@ pub async fn stale_owner_is_taken_over_before_its_lease_ends<S: Store>(store: S)
     assert!(matches!(again, Begin::InFlight { .. }), "{again:?}");
     store.complete(&new, &created("new")).await.unwrap();
     assert!(is_replay_of(&outcome(&store, &req).await, &created("new")));
+}
+
+/// Beats may arrive out of order: one that asks for less than an earlier one gave never
+/// shortens it, so the claim stays its owner's.
+pub async fn a_beat_never_shortens_an_earlier_one<S: Store>(store: S) {
+    let (a, b) = (OwnerId::new(), OwnerId::new());
+    store.beat(a, LONG).await.unwrap();
+    let req = request("{}");
+    claim(&store, &req.clone().owner(a)).await;
+    store.beat(a, Duration::ZERO).await.unwrap();
+    tokio::time::sleep(SHORT_GRACE).await;
+    let refused = outcome(&store, &req.clone().owner(b)).await;
+    assert!(matches!(refused, Begin::InFlight { .. }), "{refused:?}");
 }
 
 /// A claim naming an owner of which the store has no heartbeat (a wrapper store that did

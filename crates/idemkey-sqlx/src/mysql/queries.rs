@@ -242,11 +242,13 @@ const ACTOR_USAGE: &str = concat!(
     now!()
 );
 
-// A process's heartbeat: one row per owner, however many claims it holds.
+// A process's heartbeat: one row per owner, however many claims it holds. The clock is read
+// before the row's lock, and several beats may be on their way at once, so a beat that read
+// it earlier can commit later: it never moves the mark backwards.
 const BEAT: &str = concat!(
     "INSERT INTO idemkey_owners (owner, alive_until) VALUES (?, ",
     now!(),
-    " + ?) ON DUPLICATE KEY UPDATE alive_until = VALUES(alive_until)"
+    " + ?) ON DUPLICATE KEY UPDATE alive_until = GREATEST(alive_until, VALUES(alive_until))"
 );
 
 // Once per process: the rows of owners dead for a day (their claims are long stale).

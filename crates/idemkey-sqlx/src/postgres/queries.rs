@@ -173,11 +173,14 @@ const SWEEP: &str = concat!(
 );
 
 // Two statements, once per process: whoever inserts first, every process reads the same row.
-// A process's heartbeat: one row per owner, however many claims it holds.
+// A process's heartbeat: one row per owner, however many claims it holds. The clock is read
+// before the row's lock, and several beats may be on their way at once, so a beat that read
+// it earlier can commit later: it never moves the mark backwards.
 const BEAT: &str = concat!(
     "INSERT INTO idemkey_owners (owner, alive_until) SELECT $1, clock.t + $2 FROM ",
     clock!(),
-    " ON CONFLICT (owner) DO UPDATE SET alive_until = excluded.alive_until"
+    " ON CONFLICT (owner) DO UPDATE SET ",
+    "alive_until = GREATEST(idemkey_owners.alive_until, excluded.alive_until)"
 );
 
 // Once per process: the rows of owners dead for a day (their claims are long stale).

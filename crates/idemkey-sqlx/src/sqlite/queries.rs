@@ -188,11 +188,13 @@ const ACTOR_USAGE: &str = concat!(
     now!()
 );
 
-// A process's heartbeat: one row per owner, however many claims it holds.
+// A process's heartbeat: one row per owner, however many claims it holds. Beats may commit
+// out of order (several are on their way at once), so one never moves the mark backwards.
 const BEAT: &str = concat!(
     "INSERT INTO idemkey_owners (owner, alive_until) VALUES (?1, ",
     now!(),
-    " + ?2) ON CONFLICT (owner) DO UPDATE SET alive_until = excluded.alive_until"
+    " + ?2) ON CONFLICT (owner) DO UPDATE SET ",
+    "alive_until = MAX(idemkey_owners.alive_until, excluded.alive_until)"
 );
 
 // Once per process: the rows of owners dead for a day (their claims are long stale).

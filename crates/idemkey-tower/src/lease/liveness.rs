@@ -122,7 +122,7 @@ impl Liveness {
 
     async fn start<St: Store>(&self, store: St) -> Result<Arc<OwnerMark>, Error> {
         let sent = Instant::now();
-        timed("beat", store.beat(self.owner, self.grace)).await?;
+        one_beat(&store, self.owner, self.grace).await?;
         let mark = Arc::new(OwnerMark {
             until: Mutex::new(sent),
             grace: self.grace,
@@ -166,13 +166,25 @@ async fn beat<St: Store>(
         let (store, mark) = (store.clone(), mark.clone());
         let one = async move {
             let sent = Instant::now();
-            let done = timed("beat", store.beat(owner, grace)).await;
+            let done = one_beat(&store, owner, grace).await;
             drop(permit);
             if let Some(mark) = mark.upgrade() {
                 beaten(&mark, sent, done);
             }
         };
         tokio::spawn(one.in_current_span());
+    }
+}
+
+/// One beat, given up after a grace: by then it can no longer keep the claims alive, and a
+/// beat stuck on a half-open connection (no statement timeout, TCP retrying for minutes)
+/// would otherwise hold one of the [`BEATS_IN_FLIGHT`] places until the heartbeat stops.
+async fn one_beat<St: Store>(store: &St, owner: OwnerId, grace: Duration) -> Result<(), Error> {
+    match tokio::time::timeout(grace, timed("beat", store.beat(owner, grace))).await {
+        Ok(done) => done,
+        Err(_) => Err(Error::Unavailable(
+            format!("the owner heartbeat got no answer within the grace ({grace:?})").into(),
+        )),
     }
 }
 
@@ -213,11 +225,13 @@ mod tests {
         );
     }
 
-    /// A store whose second heartbeat never returns, as a write stuck behind a slow disk.
+    /// A store whose heartbeats from the `hang_from`-th on (counted from 0) never return, or
+    /// only the second with `hang_from: usize::MAX`, as a write stuck behind a slow disk.
     #[derive(Clone)]
     struct SlowBeat {
         inner: MemoryStore,
         beats: Arc<std::sync::atomic::AtomicUsize>,
+        hang_from: usize,
     }
 
     impl Store for SlowBeat {
@@ -252,11 +266,29 @@ mod tests {
             self.inner.secret().await
         }
         async fn beat(&self, owner: OwnerId, grace: Duration) -> Result<(), Error> {
-            if self.beats.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 1 {
+            let n = self.beats.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if n == 1 || n >= self.hang_from {
                 std::future::pending::<()>().await;
             }
             self.inner.beat(owner, grace).await
         }
+    }
+
+    /// Every beat after the first hangs, as on a half-open connection.
+    #[tokio::test(start_paused = true)]
+    async fn beats_that_hang_are_given_up_so_the_heartbeat_goes_on() {
+        let store = SlowBeat {
+            inner: MemoryStore::new(),
+            beats: Arc::default(),
+            hang_from: 1,
+        };
+        let liveness = Liveness::new(Duration::from_secs(2));
+        let (_, mark) = liveness.owner(&store).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        // Without a timeout, four hung beats would fill every place and the rest be skipped.
+        let sent = store.beats.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(sent > 1 + BEATS_IN_FLIGHT + 4, "beats went on: {sent}");
+        assert!(!mark.live(), "no beat was answered: the owner lapsed");
     }
 
     #[tokio::test(start_paused = true)]
@@ -264,6 +296,7 @@ mod tests {
         let store = SlowBeat {
             inner: MemoryStore::new(),
             beats: Arc::default(),
+            hang_from: usize::MAX,
         };
         let liveness = Liveness::new(Duration::from_secs(2));
         let (_, mark) = liveness.owner(&store).await.unwrap();

@@ -10,7 +10,7 @@ use crate::Body;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body::Body as HttpBody;
-use idemkey_core::{BoxError, Error, Store, Verdict};
+use idemkey_core::{BoxError, Claim, Error, Store, Verdict};
 // tokio's clock: see `begin`.
 use tokio::time::Instant;
 use tower::Service;
@@ -23,6 +23,7 @@ use super::local::Local;
 use super::transactions::MaybeTransactions;
 use crate::answer::{answered, joined, rejected, store_error};
 use crate::misconfig::Noticed;
+use crate::observe::timed;
 use crate::policy::judge;
 use crate::{Config, Executions, Preparation, Prepared, ResponseFuture, prepare};
 
@@ -212,6 +213,11 @@ where
         Ok(response) => return Ok(response),
         Err(claim) => claim,
     };
+    if let Some((_, mark)) = &owner
+        && !mark.live()
+    {
+        return Ok(gave_back(&shared.store, &claim).await);
+    }
     if claim.taken_over {
         tracing::warn!("took over an expired lease: executing again");
     }
@@ -231,6 +237,20 @@ where
         execution,
     };
     execute(inner, prepared.into_request(), claimed, shared).await
+}
+
+/// A claim granted after its owner's heartbeat lapsed (it waited for the writer, a
+/// connection or a lock, or the host was suspended): others may take it over at once, so
+/// nothing runs under it. Given back, best effort, so that a retry may claim it again, and
+/// answered 503 `store-unavailable`.
+async fn gave_back<St: Store>(store: &St, claim: &Claim) -> Response<Body> {
+    tracing::warn!("the owner heartbeat lapsed while the claim was being made; giving it back");
+    if let Err(err) = timed("release", store.release(claim)).await {
+        tracing::warn!(error = %err, "could not give back a claim made after the owner lapsed");
+    }
+    store_error(&Error::Unavailable(
+        "this process's owner heartbeat lapsed while the claim was made".into(),
+    ))
 }
 
 /// The secret behind derived keys: the configured one, else the store's (which the store

@@ -1,10 +1,11 @@
 //! Responses that are not stored, and a store that fails (behaviour §6, §10).
 
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use idemkey_tower::Config;
 
-use crate::common::{App, Fail, send};
+use crate::common::{App, Fail, send, wait_for};
 
 #[tokio::test]
 async fn a_5xx_releases_the_claim_and_the_retry_runs_with_the_same_derived_keys() {
@@ -77,6 +78,38 @@ async fn a_store_failure_before_execution_is_503_and_nothing_runs() {
     reply.assert_problem(503, "store-unavailable");
     assert_eq!(reply.header("retry-after"), Some("1"));
     assert_eq!(app.ctx.runs(), 0);
+}
+
+/// A claim that waited (for the writer, a connection, a lock) while the owner's heartbeat
+/// lapsed: other processes may take it over the moment it is made, so nothing runs under it.
+/// The claim is held inside the store while beats fail for longer than the grace.
+#[tokio::test]
+async fn a_claim_granted_after_its_owner_lapsed_is_given_back_and_nothing_runs() {
+    const GRACE: Duration = Duration::from_millis(200);
+    let app = App::start(Config::default().owner_grace(GRACE)).await;
+    let hooks = &app.store.hooks;
+    hooks.hold_next_claim.store(true, Ordering::SeqCst);
+    let first = tokio::spawn(send(app.post("/notes", Some("k"))));
+    wait_for("the claim", &hooks.claim_reached).await;
+    hooks.failing_beats.store(true, Ordering::SeqCst);
+    tokio::time::sleep(GRACE * 2).await;
+    hooks.claim_go.raise(1);
+    let reply = first.await.unwrap();
+    reply.assert_problem(503, "store-unavailable");
+    assert_eq!(app.ctx.runs(), 0, "nothing ran under the lapsed claim");
+    wait_for("the claim given back", &hooks.releases).await;
+    // Beats get through again: the key is free (a kept claim of this live owner would answer
+    // 409 in flight until its lease ends), so the retry runs once.
+    hooks.failing_beats.store(false, Ordering::SeqCst);
+    let retry = loop {
+        let reply = send(app.post("/notes", Some("k"))).await;
+        if reply.status != 503 {
+            break reply;
+        }
+        tokio::time::sleep(GRACE / 4).await;
+    };
+    assert_eq!(retry.status, 201, "body: {:?}", retry.body);
+    assert_eq!(app.ctx.runs(), 1);
 }
 
 #[tokio::test]

@@ -6,8 +6,11 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 
 use super::Signal;
+use std::time::Duration;
+
 use idemkey_core::{
-    Claim, ClaimRequest, Error, MemoryStore, Record, Result, Scope, Store, StoredResponse, TryClaim,
+    Claim, ClaimRequest, Error, MemoryStore, OwnerId, Record, Result, Scope, Store, StoredResponse,
+    TryClaim,
 };
 
 /// How claims fail when told to.
@@ -38,6 +41,9 @@ pub(crate) struct Hooks {
     pub(crate) hold_next_claim: AtomicBool,
     pub(crate) claim_reached: Signal,
     pub(crate) claim_go: Signal,
+    /// While set, every owner heartbeat fails as unavailable: a store the process cannot
+    /// reach.
+    pub(crate) failing_beats: AtomicBool,
     fail: Mutex<Option<Fail>>,
 }
 
@@ -139,6 +145,13 @@ impl Store for TestStore {
 
     async fn secret(&self) -> Result<Arc<[u8]>> {
         self.inner.secret().await
+    }
+
+    async fn beat(&self, owner: OwnerId, grace: Duration) -> Result<()> {
+        if self.hooks.failing_beats.load(Ordering::SeqCst) {
+            return Err(Error::Unavailable("heartbeat refused by the test".into()));
+        }
+        self.inner.beat(owner, grace).await
     }
 }
 
