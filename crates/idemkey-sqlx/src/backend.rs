@@ -260,6 +260,13 @@ pub trait Backend: Database + Sealed {
         }
     }
 
+    /// Refuses a write before it begins when the store can no longer make writes durable
+    /// (SQLite: after a failed sync, until the process restarts). Defaults to yes.
+    fn writable(settings: &Self::Settings) -> Result<()> {
+        let _ = settings;
+        Ok(())
+    }
+
     /// Returns once every commit that [`Self::relax`] let return early is on disk.
     fn flush(settings: &Self::Settings) -> impl Future<Output = Result<()>> + Send {
         let _ = settings;

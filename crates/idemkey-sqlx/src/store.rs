@@ -297,7 +297,10 @@ impl<DB: Backend> SqlxStore<DB> {
     /// Opens a write transaction the way the backend requires (SQLite: `BEGIN IMMEDIATE`, on
     /// a connection of its own that the process's writers queue for, so they wait in line
     /// rather than in SQLite's busy handler).
+    ///
+    /// On SQLite, refused with `Unavailable` once a sync failed (until the process restarts).
     pub async fn begin_write(&self) -> Result<Transaction<'static, DB>> {
+        DB::writable(&self.settings)?;
         DB::begin_write(&self.writer, &self.settings).await
     }
 
@@ -315,6 +318,7 @@ impl<DB: Backend> SqlxStore<DB> {
     /// earlier write. Relaxed where the backend groups such commits
     /// ([`Backend::relax`]). Pass it to [`Self::grouped`] with what was written.
     async fn grouped_conn(&self) -> Result<(PoolConnection<DB>, bool)> {
+        DB::writable(&self.settings)?;
         let mut conn = self.writer.acquire().await.map_err(store_error::<DB>)?;
         let relaxed = DB::relax(&mut conn, &self.settings).await?;
         Ok((conn, relaxed))
@@ -368,7 +372,10 @@ impl<DB: Backend> SqlxStore<DB> {
     /// pooled connection. On SQLite, do not call it while holding a transaction of
     /// [`Self::begin_write`]: both take the writer, so it would wait out the pool's acquire
     /// timeout and fail.
+    ///
+    /// On SQLite, refused with `Unavailable` once a sync failed (until the process restarts).
     pub async fn write_conn(&self) -> Result<PoolConnection<DB>> {
+        DB::writable(&self.settings)?;
         let mut conn = self.writer.acquire().await.map_err(store_error::<DB>)?;
         DB::settle(&mut conn, &self.settings).await?;
         Ok(conn)

@@ -40,14 +40,16 @@ static LAST_FAULT: Mutex<Option<Instant>> = Mutex::new(None);
 /// read-only and keeps it so, and an I/O error may leave the connection's pager in its error
 /// state: such a connection never writes again, though the file is writable again (a
 /// remount, a freed disk), so the pools replace every connection that may have met it.
+///
+/// A failed sync also stops every SQLite store's writes (`sync_failure.rs`).
 pub(super) fn note_fault(error: &dyn DatabaseError) {
-    let Some(code) = code(error) else { return };
-    if code
-        .parse::<i32>()
-        .is_ok_and(|c| matches!(c & 0xff, 8 | 10))
-    {
+    let Some(code) = code(error).and_then(|code| code.parse::<i32>().ok()) else {
+        return;
+    };
+    if matches!(code & 0xff, 8 | 10) {
         *LAST_FAULT.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
     }
+    super::sync_failure::note_code(code, &error);
 }
 
 /// Whether a connection opened at `opened` (`None`: too long ago to tell) may have met the

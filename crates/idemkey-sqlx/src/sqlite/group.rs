@@ -19,6 +19,9 @@
 //! that the answer stands, so completions keep `synchronous = FULL` and are on disk before
 //! any other request can read them. Heartbeats and lease renewals keep it too: each is on a
 //! deadline, and a grouped write may first wait for a sync already under way.
+//!
+//! A sync that fails is never tried again for the same writes: it stops the store's writes
+//! until the process restarts (`sync_failure.rs`).
 
 use std::fs::File;
 use std::io;
@@ -91,6 +94,9 @@ pub(crate) struct GroupFlush {
     /// How many syncs ran.
     #[cfg(test)]
     syncs: AtomicU64,
+    /// Whether the syncs fail, as a disk's writeback error makes them.
+    #[cfg(test)]
+    failing: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -118,6 +124,8 @@ impl GroupFlush {
             done: tokio::sync::Mutex::default(),
             #[cfg(test)]
             syncs: AtomicU64::new(0),
+            #[cfg(test)]
+            failing: AtomicBool::new(false),
         }
     }
 
@@ -129,6 +137,22 @@ impl GroupFlush {
     #[cfg(test)]
     pub(crate) async fn hold(&self) -> tokio::sync::MutexGuard<'_, impl Sized> {
         self.done.lock().await
+    }
+
+    /// Makes every later sync fail (or succeed again).
+    #[cfg(test)]
+    pub(crate) fn fail_syncs(&self, failing: bool) {
+        self.failing.store(failing, Ordering::SeqCst);
+    }
+
+    #[cfg(test)]
+    fn failing(&self) -> bool {
+        self.failing.load(Ordering::SeqCst)
+    }
+
+    #[cfg(not(test))]
+    fn failing(&self) -> bool {
+        false
     }
 
     /// How many syncs ran, and how many tickets are taken.
@@ -151,10 +175,14 @@ impl GroupFlush {
         // Every ticket up to here was taken after its commit returned and before this sync.
         let covers = self.taken.load(Ordering::SeqCst);
         let (wal, db, last) = (self.wal.clone(), self.db.clone(), done.wal);
-        let synced = tokio::task::spawn_blocking(move || sync(&wal, &db, last))
-            .await
-            .map_err(|e| Error::Backend(Box::new(e)))?
-            .map_err(|e| Error::Backend(Box::new(e)))?;
+        let failing = self.failing();
+        let synced = tokio::task::spawn_blocking(move || match failing {
+            true => Err(io::Error::other("injected failure of fdatasync")),
+            false => sync(&wal, &db, last),
+        })
+        .await
+        .map_err(|e| Error::Backend(Box::new(e)))?
+        .map_err(|e| Error::Backend(Box::new(e)))?;
         *done = Synced {
             ticket: covers,
             wal: synced,

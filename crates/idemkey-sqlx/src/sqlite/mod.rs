@@ -8,6 +8,7 @@
 mod error;
 mod group;
 mod queries;
+mod sync_failure;
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -34,6 +35,8 @@ pub type SqliteStore = SqlxStore<Sqlite>;
 #[derive(Clone, Debug, Default)]
 pub struct SqliteSettings {
     grouping: Arc<Grouping>,
+    /// Stopped for good by a failed sync (`sync_failure.rs`).
+    writes: Arc<sync_failure::Writes>,
 }
 
 /// How long a statement waits for another connection's write lock before giving up with
@@ -367,6 +370,53 @@ mod tests {
         assert!(matches!(claimed, TryClaim::Claimed(_)));
         assert_eq!(flush.counts().0, syncs + 1, "its own sync");
         store.close().await;
+    }
+
+    /// A failed sync stops the store's writes for good: the claim it covered fails
+    /// `store-unavailable`, and so does every later write (a claim, a completion, the
+    /// application's transaction), although syncs succeed again; reads go on. A store opened
+    /// afresh on the file, as after a restart, writes again. Without the stop, the claim
+    /// after the failure would be granted on a WAL that may have lost frames.
+    #[tokio::test]
+    async fn a_failed_sync_refuses_every_later_write() {
+        use idemkey_core::{Error, Store, StoredResponse, TryClaim};
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_in(&dir).await;
+        let flush = store.settings.grouping.flush().expect("group commit is on");
+        let TryClaim::Claimed(held) = store.try_claim(&claim_request("before")).await.unwrap()
+        else {
+            panic!("the first claim is granted");
+        };
+        flush.fail_syncs(true);
+        let failed = store.try_claim(&claim_request("failed")).await;
+        assert!(matches!(failed, Err(Error::Unavailable(_))), "{failed:?}");
+        flush.fail_syncs(false);
+        let later = store.try_claim(&claim_request("later")).await;
+        assert!(matches!(later, Err(Error::Unavailable(_))), "{later:?}");
+        let stored = StoredResponse::new(201, "{}");
+        let completed = store.complete(&held, &stored).await;
+        assert!(
+            matches!(completed, Err(Error::Unavailable(_))),
+            "{completed:?}"
+        );
+        assert!(matches!(
+            store.begin_write().await,
+            Err(Error::Unavailable(_))
+        ));
+        let record = store.lookup(&held.scope).await.unwrap();
+        assert!(record.is_some(), "reads go on");
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM idemkey_records")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(n, 2, "the claim after the failure was never written");
+        store.close().await;
+
+        let reopened = store_in(&dir).await;
+        let claimed = reopened.try_claim(&claim_request("later")).await.unwrap();
+        assert!(matches!(claimed, TryClaim::Claimed(_)));
+        reopened.close().await;
     }
 
     /// A database that is not a file in WAL mode keeps every commit syncing itself.

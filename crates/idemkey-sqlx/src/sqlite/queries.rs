@@ -258,10 +258,20 @@ impl Backend for Sqlite {
     }
 
     async fn flush(settings: &SqliteSettings) -> Result<()> {
-        match settings.grouping.flush() {
-            Some(flush) => flush.flush().await,
-            None => Ok(()),
+        let Some(flush) = settings.grouping.flush() else {
+            return Ok(());
+        };
+        if let Err(error) = flush.flush().await {
+            settings.writes.stop(&error);
         }
+        // Also when the sync that covered this write succeeded after another failed: the
+        // failed one may have lost frames before this write's, and the WAL drops every frame
+        // after a lost one.
+        settings.writes.check()
+    }
+
+    fn writable(settings: &SqliteSettings) -> Result<()> {
+        settings.writes.check()
     }
 
     async fn begin_write(
