@@ -59,6 +59,9 @@ pub struct RouteConfig {
     /// Request headers that count in the fingerprint.
     #[serde(default)]
     pub fingerprint_headers: Vec<String>,
+    /// Whether the upstream honours the derived key on this route (default: `[upstream]`'s
+    /// `deduplicates`): see [`UpstreamConfig::deduplicates`].
+    pub upstream_deduplicates: Option<bool>,
 }
 
 /// Where the actor comes from: a digest of the client's credentials by default.
@@ -102,6 +105,14 @@ pub struct UpstreamConfig {
     pub derived_key_header: Option<String>,
     /// What a failure after the request was sent does: `store` (default) or `release`.
     pub unknown_outcome: Option<String>,
+    /// Whether the upstream honours the derived key: a request it receives again under the
+    /// same derived key is not executed again. Only then does a proxy that takes over the
+    /// claim of a proxy that stopped (killed, frozen, its heartbeat lapsed) forward the
+    /// request again; otherwise the takeover stores and answers 500
+    /// `previous-attempt-unknown`, as the first forward may have reached the upstream.
+    /// Default `false`; a route's `upstream_deduplicates` overrides it.
+    #[serde(default)]
+    pub deduplicates: bool,
 }
 
 fn default_methods() -> Vec<String> {
@@ -148,13 +159,14 @@ impl ProxyConfig {
     /// The routes, or the default one. A method and pattern covered twice is refused: first
     /// match wins, so the second route's settings would silently never apply.
     pub(crate) fn routes(&self) -> Result<Vec<Route>> {
+        let deduplicates = self.upstream.deduplicates;
         if self.routes.is_empty() {
-            return Ok(vec![Route::default_route()]);
+            return Ok(vec![Route::default_route(deduplicates)]);
         }
         let mut covered = HashSet::new();
         let mut routes = Vec::with_capacity(self.routes.len());
         for config in &self.routes {
-            let route = config.parsed()?;
+            let route = config.parsed(deduplicates)?;
             for method in &route.methods {
                 if !covered.insert((method.clone(), route.path.clone())) {
                     return Err(Error::DuplicateRoute {
@@ -201,6 +213,9 @@ pub(crate) struct Route {
     pub(crate) mismatch_status: Option<StatusCode>,
     pub(crate) wait_in_flight: Option<Duration>,
     pub(crate) fingerprint_headers: Vec<HeaderName>,
+    /// Whether a takeover forwards again (the upstream honours the derived key) or stores
+    /// `previous-attempt-unknown`.
+    pub(crate) upstream_deduplicates: bool,
 }
 
 /// An exact path or a prefix.
@@ -230,7 +245,7 @@ impl PathPattern {
 }
 
 impl Route {
-    fn default_route() -> Self {
+    fn default_route(upstream_deduplicates: bool) -> Self {
         Self {
             methods: vec![Method::POST, Method::PATCH],
             path: PathPattern::Prefix(String::new()),
@@ -238,6 +253,7 @@ impl Route {
             mismatch_status: None,
             wait_in_flight: None,
             fingerprint_headers: Vec::new(),
+            upstream_deduplicates,
         }
     }
 
@@ -248,7 +264,9 @@ impl Route {
 }
 
 impl RouteConfig {
-    fn parsed(&self) -> Result<Route> {
+    /// The route, where the upstream deduplicates unless it says otherwise if
+    /// `deduplicates`.
+    fn parsed(&self, deduplicates: bool) -> Result<Route> {
         let methods = self
             .methods
             .iter()
@@ -280,6 +298,7 @@ impl RouteConfig {
             mismatch_status,
             wait_in_flight,
             fingerprint_headers,
+            upstream_deduplicates: self.upstream_deduplicates.unwrap_or(deduplicates),
         })
     }
 }
@@ -427,6 +446,25 @@ mod tests {
         assert!(routes[0].matches(&Method::PATCH, "/any/path"));
         assert!(!routes[0].matches(&Method::PUT, "/any/path"));
         assert!(!routes[0].require_key);
+    }
+
+    /// An upstream is not taken to deduplicate unless the file says so, for every route or
+    /// for one.
+    #[test]
+    fn takeovers_forward_again_only_where_the_upstream_deduplicates() {
+        let routes = |text| parse(text).unwrap().routes().unwrap();
+        assert!(!routes("")[0].upstream_deduplicates);
+        assert!(routes("[upstream]\ndeduplicates = true")[0].upstream_deduplicates);
+        let mixed = routes(concat!(
+            "[[route]]\npath = \"/a\"\n",
+            "[[route]]\npath = \"/b\"\nupstream_deduplicates = true\n",
+        ));
+        assert!(!mixed[0].upstream_deduplicates && mixed[1].upstream_deduplicates);
+        let overridden = routes(concat!(
+            "[[route]]\npath = \"/a\"\nupstream_deduplicates = false\n",
+            "[upstream]\ndeduplicates = true\n",
+        ));
+        assert!(!overridden[0].upstream_deduplicates);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use axum::body::Body;
 use http::request::Parts;
 use http::{Request, Response};
-use idemkey_core::{Operation, Store};
+use idemkey_core::{ExpiredLease, Operation, Store};
 use idemkey_tower::{Config, Executions, IdempotencyLayer, OwnerHeartbeat};
 use tower::util::BoxCloneSyncService;
 use tower::{Layer, ServiceExt};
@@ -48,6 +48,12 @@ fn config(route: &Route, shared: &Shared) -> Config {
         .lease(shared.lease);
     if let Some(owner) = &shared.owner {
         config = config.owner_heartbeat(owner.clone());
+    }
+    // A claim taken over may have been forwarded already (its proxy killed mid-forward, or
+    // only frozen, its forward still running): forwarding again would execute twice on an
+    // upstream that does not deduplicate.
+    if !route.upstream_deduplicates {
+        config = config.expired_lease(ExpiredLease::PreviousAttemptUnknown);
     }
     if let Some(status) = route.mismatch_status {
         config = config.mismatch_status(status);

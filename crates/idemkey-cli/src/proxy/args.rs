@@ -73,6 +73,13 @@ pub(crate) struct ProxyArgs {
     /// `off`: the lease alone. E.g. `2s`, `500ms`.
     #[arg(long, env = "IDEMKEY_OWNER_GRACE", default_value = "1s", value_parser = parse_owner_grace)]
     pub(crate) owner_grace: OwnerGrace,
+    /// The upstream honours the derived key (a request it receives again under the same
+    /// `Idempotency-Derived-Key` is not executed again): a retry of a request whose proxy
+    /// stopped mid-forward is then forwarded again. Without it such a retry is answered and
+    /// stored 500 `previous-attempt-unknown`, never forwarded twice. Sets the file's
+    /// `[upstream] deduplicates`; a route's `upstream_deduplicates` still overrides it.
+    #[arg(long, env = "IDEMKEY_UPSTREAM_DEDUPLICATES")]
+    pub(crate) upstream_deduplicates: bool,
     /// The secret behind derived keys and actor digests. Unset, the store's own is used: made
     /// once and kept in the database, so the same for every proxy and restart. Changing it
     /// changes every actor: earlier records no longer match.
@@ -109,6 +116,15 @@ pub(crate) const DEFAULT_MAX_RECORDS_PER_ACTOR: u64 = 100_000;
 pub(crate) const DEFAULT_MAX_BYTES_PER_ACTOR: u64 = 256 << 20;
 
 impl ProxyArgs {
+    /// Sets in `config` what the flags say over the file: the caps, and whether the upstream
+    /// deduplicates.
+    pub(crate) fn flags_into(&self, config: &mut idemkey_proxy::ProxyConfig) {
+        self.caps_into(config);
+        if self.upstream_deduplicates {
+            config.upstream.deduplicates = true;
+        }
+    }
+
     /// Sets the per-actor caps in `config`: the flags over the file, the defaults where
     /// neither says.
     pub(crate) fn caps_into(&self, config: &mut idemkey_proxy::ProxyConfig) {

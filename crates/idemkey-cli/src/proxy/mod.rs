@@ -23,7 +23,7 @@ pub(crate) async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         Some(path) => ProxyConfig::load(path)?,
         None => ProxyConfig::default(),
     };
-    args.caps_into(&mut config);
+    args.flags_into(&mut config);
     let upstream = Upstream::parse(&args.upstream)?;
     if let Some(base) = &args.problem_base {
         idemkey_core::problem::set_type_base(base.clone())

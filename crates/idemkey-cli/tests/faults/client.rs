@@ -12,8 +12,9 @@
 //!
 //! The proxy's upstream is `tests/proxy/upstream.py` with `?dedup=1`: it deduplicates on the
 //! proxy's `Idempotency-Derived-Key`, as docs/proxy.md asks of an upstream behind a proxy that
-//! may crash between the upstream's answer and its record (the restarted proxy forwards the
-//! stranded claim again once its lease ends). Without a key, nothing is deduplicated.
+//! may crash between the upstream's answer and its record, and the proxy is told so
+//! (`--upstream-deduplicates`): the restarted proxy forwards the stranded claim again once its
+//! lease ends. Without a key, nothing is deduplicated.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
@@ -52,6 +53,9 @@ const FAULTS: Faults = Faults {
 /// Lease mode's and the proxy's lease: a claim stranded by a SIGKILL expires well within the
 /// callers' retry budget.
 const LEASE: &str = "2s";
+
+/// The proxy's flags: the lease, and an upstream that deduplicates on the derived key.
+const PROXY_ARGS: [&str; 3] = ["--lease", LEASE, "--upstream-deduplicates"];
 
 /// How long the relay refuses connections, once per campaign.
 const REFUSAL: Duration = Duration::from_millis(300);
@@ -426,7 +430,7 @@ impl Server {
         let records_dir = dir.to_path_buf();
         tokio::task::spawn_blocking(move || {
             let upstream = Upstream::start(&records_dir);
-            let proxy = Proxy::start(IDEMKEY, &upstream.url(), &records_, &["--lease", LEASE]);
+            let proxy = Proxy::start(IDEMKEY, &upstream.url(), &records_, &PROXY_ARGS);
             Self::Proxy {
                 upstream,
                 records,
@@ -481,8 +485,7 @@ impl Server {
             } => {
                 proxy.process.kill();
                 let addr = proxy.addr.to_string();
-                let lease = ["--lease", LEASE];
-                let proxy = Proxy::start_at(IDEMKEY, &addr, &upstream.url(), &records, &lease);
+                let proxy = Proxy::start_at(IDEMKEY, &addr, &upstream.url(), &records, &PROXY_ARGS);
                 Self::Proxy {
                     upstream,
                     records,

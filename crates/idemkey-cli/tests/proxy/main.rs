@@ -208,13 +208,13 @@ async fn two_proxies_on_redis_execute_once() {
 
 /// The proxy SIGKILLed while the upstream works: the upstream's item is created, its answer
 /// lost with the proxy. The restarted proxy takes the claim over once its lease ends and
-/// forwards again with the same derived key, which this upstream deduplicates on: one item,
-/// and the client learns its id.
+/// forwards again with the same derived key, which this upstream deduplicates on (and the
+/// proxy is told so): one item, and the client learns its id.
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_mid_request_then_restarted_no_duplicate_no_lost_answer() {
     let dir = tempfile::tempdir().unwrap();
     let upstream = Upstream::start();
-    let lease = ["--lease", "1s"];
+    let lease = ["--lease", "1s", "--upstream-deduplicates"];
     let mut proxy = Proxy::start(IDEMKEY, &upstream.url(), &sqlite_url(&dir), &lease);
     let url = proxy.url("/items?dedup=1&hold=crash");
     let lost = tokio::spawn(async move {

@@ -2,11 +2,18 @@
 //! service's test (`tests/faults/owner_grace.rs`, PostgreSQL) leaves out: two proxies on one
 //! SQLite file, and two on one Redis. Each proxy runs with a lease far longer than the test
 //! (300 s) and a short owner grace (1 s). Proxy A forwards a keyed create, which the test's
-//! upstream holds; A is then killed (SIGKILL) or frozen (SIGSTOP), and a retry through B is
-//! forwarded again once A's heartbeat has lapsed, long before the lease would have run out.
+//! upstream holds; A is then killed (SIGKILL) or frozen (SIGSTOP), and a retry through B takes
+//! A's claim over once A's heartbeat has lapsed, long before the lease would have run out.
 //! The polls give up after 60 s, a fifth of the lease: a takeover within them can only have
 //! come from the heartbeat. A frozen A's late completion is fenced off: B's answer is the
 //! one stored and replayed.
+//!
+//! What the takeover does depends on what the proxies are told of the upstream. By default
+//! it may not deduplicate, and A's forward may have reached it (a frozen A's is still
+//! running): B stores and answers 500 `previous-attempt-unknown`, and the upstream sees the
+//! request once. Told that it deduplicates (`--upstream-deduplicates`), B forwards again
+//! under the same derived key. The test's upstream never deduplicates, so that the calls it
+//! counts are the forwards.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -22,7 +29,27 @@ use crate::upstream::slug;
 use crate::{IDEMKEY, sqlite_url};
 
 /// A lease no test outlives, and the grace that lets others take a lapsed owner's claims.
-const ARGS: &[&str] = &["--lease", "300s", "--owner-grace", "1s"];
+const ARGS: [&str; 4] = ["--lease", "300s", "--owner-grace", "1s"];
+
+/// What the proxies are told of the upstream.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Told {
+    /// Nothing: it may not deduplicate, so a takeover never forwards again.
+    Nothing,
+    /// `--upstream-deduplicates`: a takeover forwards again, under the same derived key.
+    Deduplicates,
+}
+
+impl Told {
+    /// Starts a proxy told this.
+    fn proxy(self, upstream: &str, database_url: &str) -> Proxy {
+        let mut args = ARGS.to_vec();
+        if self == Self::Deduplicates {
+            args.push("--upstream-deduplicates");
+        }
+        Proxy::start(IDEMKEY, upstream, database_url, &args)
+    }
+}
 
 /// How long a takeover may take before the test fails: a fifth of the lease.
 const BOUND: Duration = Duration::from_secs(60);
@@ -126,27 +153,40 @@ fn fresh_key() -> String {
     format!("owner-grace-{}", uuid::Uuid::new_v4())
 }
 
-/// Retries through `b` until the retry is forwarded and answered (201, not a replay); every
-/// earlier answer must be `request-in-flight`. Returns the answer's body.
+/// Retries through `b` until the retry takes the claim over, and returns its answer's status
+/// and body: the upstream's 201 (not a replay) if `told` that it deduplicates, else the
+/// stored 500 `previous-attempt-unknown`. Every earlier answer must be `request-in-flight`.
 ///
 /// `frozen`: on SQLite a proxy frozen inside one of its short writes (a heartbeat every
 /// quarter grace) keeps the file's writer, and `b`'s takeover then ends in 503
 /// `store-unavailable` (behaviour §8a); the frozen proxy is let run a moment and frozen
 /// again, so that the proof is the heartbeat's, not that of an instant chosen well.
 async fn taken_over(
-    client: &reqwest::Client,
+    (client, told): (&reqwest::Client, Told),
     b: &Proxy,
     key: &str,
     frozen: Option<&Proxy>,
-) -> Value {
+) -> (u16, Value) {
     let start = Instant::now();
     while start.elapsed() < BOUND {
         let answer = send(client, b, key).await.unwrap();
         if answer.status() == 201 {
+            assert!(told == Told::Deduplicates, "forwarded twice, not told to");
             let replayed = answer.headers().get("idempotent-replayed");
             assert!(replayed.is_none(), "executed, not replayed");
             eprintln!("forwarded again {:?} after A stopped", start.elapsed());
-            return answer.json().await.unwrap();
+            return (201, answer.json().await.unwrap());
+        }
+        if answer.status() == 500 && told == Told::Nothing {
+            eprintln!("taken over {:?} after A stopped", start.elapsed());
+            let body: Value = answer.json().await.unwrap();
+            assert!(
+                body["type"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with("previous-attempt-unknown")
+            );
+            return (500, body);
         }
         let status = answer.status();
         let problem = slug(answer).await;
@@ -170,15 +210,15 @@ async fn replays(
     (client, upstream): (&reqwest::Client, &Upstream),
     proxies: &[&Proxy],
     key: &str,
-    stored: &Value,
+    stored: &(u16, Value),
 ) {
     let calls = upstream.calls();
     for proxy in proxies {
         let retry = send(client, proxy, key).await.unwrap();
-        assert_eq!(retry.status(), 201);
+        assert_eq!(retry.status(), stored.0);
         assert_eq!(retry.headers()["idempotent-replayed"], "true");
         let body: Value = retry.json().await.unwrap();
-        assert_eq!(&body, stored, "the stored answer is the retry's");
+        assert_eq!(body, stored.1, "the stored answer is the retry's");
     }
     assert_eq!(upstream.calls(), calls, "replays reach no upstream");
 }
@@ -193,20 +233,27 @@ async fn metric(client: &reqwest::Client, proxy: &Proxy, series: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// A is killed while the upstream holds its call; the retry through B is forwarded once A's
-/// heartbeat has lapsed, under the same derived key, and stored.
-async fn killed_owner(database_url: &str) {
+/// A is killed while the upstream holds its call; the retry through B takes the claim over
+/// once A's heartbeat has lapsed. Told that the upstream deduplicates, B forwards it again
+/// under the same derived key and stores the answer; otherwise it stores
+/// `previous-attempt-unknown` and the upstream sees one call.
+async fn killed_owner(database_url: &str, told: Told) {
     let (upstream, upstream_url) = Upstream::start().await;
-    let mut a = Proxy::start(IDEMKEY, &upstream_url, database_url, ARGS);
-    let b = Proxy::start(IDEMKEY, &upstream_url, database_url, ARGS);
+    let mut a = told.proxy(&upstream_url, database_url);
+    let b = told.proxy(&upstream_url, database_url);
     let (client, key) = (reqwest::Client::new(), fresh_key());
     let first = tokio::spawn(send(&client, &a, &key));
     upstream.held().await;
     a.process.kill();
     assert!(first.await.unwrap().is_err(), "A died before answering");
-    let answer = taken_over(&client, &b, &key, None).await;
-    assert_eq!(answer["id"], 1, "B's forward created the one item");
+    let answer = taken_over((&client, told), &b, &key, None).await;
     replays((&client, &upstream), &[&b], &key, &answer).await;
+    if told == Told::Nothing {
+        assert_eq!(upstream.calls(), 1, "A's call only");
+        assert_eq!(upstream.created(), 0, "A's call never went on");
+        return;
+    }
+    assert_eq!(answer.1["id"], 1, "B's forward created the one item");
     assert_eq!(upstream.calls(), 2, "A's call, then B's once");
     assert_eq!(upstream.created(), 1, "A's call never went on");
     let keys = upstream.derived_keys();
@@ -214,20 +261,21 @@ async fn killed_owner(database_url: &str) {
     assert_eq!(keys[0], keys[1], "the same derived key after the takeover");
 }
 
-/// A is frozen while the upstream holds its call; B forwards the retry once A's heartbeat has
-/// lapsed and stores its answer. Woken up, A gets the upstream's answer to its own call,
-/// which the proxy passes to A's client, but its completion is fenced off (`lease_lost`):
-/// every retry, through A or B, replays B's answer.
-async fn frozen_owner(database_url: &str) {
+/// A is frozen while the upstream holds its call, its forward still running; B takes the claim
+/// over once A's heartbeat has lapsed. Told that the upstream deduplicates, B forwards again
+/// and stores the upstream's answer; otherwise it stores `previous-attempt-unknown` and
+/// forwards nothing. Woken up, A gets the upstream's answer to its own call, which the proxy
+/// passes to A's client, but its completion is fenced off (`lease_lost`): every retry,
+/// through A or B, replays B's answer.
+async fn frozen_owner(database_url: &str, told: Told) {
     let (upstream, upstream_url) = Upstream::start().await;
-    let a = Proxy::start(IDEMKEY, &upstream_url, database_url, ARGS);
-    let b = Proxy::start(IDEMKEY, &upstream_url, database_url, ARGS);
+    let a = told.proxy(&upstream_url, database_url);
+    let b = told.proxy(&upstream_url, database_url);
     let (client, key) = (reqwest::Client::new(), fresh_key());
     let first = tokio::spawn(send(&client, &a, &key));
     upstream.held().await;
     a.pause();
-    let stored = taken_over(&client, &b, &key, Some(&a)).await;
-    assert_eq!(stored["id"], 1, "B's forward created the first item");
+    let stored = taken_over((&client, told), &b, &key, Some(&a)).await;
     a.resume();
     upstream.release();
     let late = first.await.unwrap().unwrap();
@@ -240,31 +288,62 @@ async fn frozen_owner(database_url: &str) {
     assert_eq!(late.status(), 201);
     assert!(late.headers().get("idempotent-replayed").is_none());
     let late: Value = late.json().await.unwrap();
-    assert_eq!(late["id"], 2, "A's own call went on upstream, unstored");
     replays((&client, &upstream), &[&a, &b], &key, &stored).await;
+    if told == Told::Nothing {
+        assert_eq!(late["id"], 1, "A's own call went on upstream, unstored");
+        assert_eq!(upstream.calls(), 1, "the upstream saw the request once");
+        return;
+    }
+    assert_eq!(stored.1["id"], 1, "B's forward created the first item");
+    assert_eq!(late["id"], 2, "A's own call went on upstream, unstored");
     assert_eq!(upstream.calls(), 2, "A's call and B's, each once");
     let keys = upstream.derived_keys();
     assert_eq!(keys[0], keys[1], "the same derived key after the takeover");
 }
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_killed_proxys_request_is_not_forwarded_again() {
+    let dir = tempfile::tempdir().unwrap();
+    killed_owner(&sqlite_url(&dir), Told::Nothing).await;
+}
+
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_a_killed_proxys_request_is_forwarded_again_after_the_grace() {
     let dir = tempfile::tempdir().unwrap();
-    killed_owner(&sqlite_url(&dir)).await;
+    killed_owner(&sqlite_url(&dir), Told::Deduplicates).await;
 }
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis])]
 async fn redis_a_killed_proxys_request_is_forwarded_again_after_the_grace() {
-    killed_owner(&idemkey_test_support::needs::redis_url()).await;
+    killed_owner(
+        &idemkey_test_support::needs::redis_url(),
+        Told::Deduplicates,
+    )
+    .await;
+}
+
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_paused_proxys_request_reaches_the_upstream_once() {
+    let dir = tempfile::tempdir().unwrap();
+    frozen_owner(&sqlite_url(&dir), Told::Nothing).await;
+}
+
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis])]
+async fn redis_a_paused_proxys_request_reaches_the_upstream_once() {
+    frozen_owner(&idemkey_test_support::needs::redis_url(), Told::Nothing).await;
 }
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_a_frozen_proxy_loses_its_claim_and_its_late_completion() {
     let dir = tempfile::tempdir().unwrap();
-    frozen_owner(&sqlite_url(&dir)).await;
+    frozen_owner(&sqlite_url(&dir), Told::Deduplicates).await;
 }
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis])]
 async fn redis_a_frozen_proxy_loses_its_claim_and_its_late_completion() {
-    frozen_owner(&idemkey_test_support::needs::redis_url()).await;
+    frozen_owner(
+        &idemkey_test_support::needs::redis_url(),
+        Told::Deduplicates,
+    )
+    .await;
 }
