@@ -7,7 +7,9 @@
 --   st       0 in flight, 1 released, 2 completed;  tok  the fencing token;
 --   lu       lease until (ms, in flight only);  exp  expires at (ms), also the key's PEXPIREAT;
 --   rq       the request id (absent if none);  resp  the encoded response (completed only);
---   ow       the key of the claim's owner's heartbeat (absent if the claim names no owner).
+--   ow       the key of the claim's owner's heartbeat (absent if the claim names no owner);
+--   dw       (completed only) until when (ms) the completion's wait for replicas or an fsync
+--            may still run: absent once it is done, or if the store does not wait.
 
 -- The server's clock in milliseconds: every time is the server's, never the application's.
 local function now_ms()
@@ -85,13 +87,19 @@ local function owner_lapsed(r, now)
 end
 
 -- The record as src/record.rs reads it. `false` stands for an absent field: a nil would end
--- the array.
+-- the array. A completion whose wait may still run is state 3, with the wait's time left as
+-- its lease: nobody answers from it before it is as durable as the store was asked to make
+-- it (its completer marks it done after the wait; past `dw` the wait has ended either way).
 local function reply(r, now)
   local lease = 0
+  local st = tonumber(r.st)
   if r.st == '0' and not owner_lapsed(r, now) then
     lease = math.max(tonumber(r.lu) - now, 0)
+  elseif r.st == '2' and tonumber(r.dw) ~= nil and tonumber(r.dw) > now then
+    st = 3
+    lease = tonumber(r.dw) - now
   end
-  return {r.id, r.v, r.fp, tonumber(r.st), tonumber(r.tok), lease, r.rq or false, r.resp or false}
+  return {r.id, r.v, r.fp, st, tonumber(r.tok), lease, r.rq or false, r.resp or false}
 end
 
 -- Sets the record's expiry to `exp`, in the hash and as the key's own expiry, so that Redis

@@ -1,5 +1,12 @@
-//! Waiting, after a completion, until Redis has made it durable: on replicas (`WAIT`), on disk
-//! (`WAITAOF`), or both.
+//! Waiting, after a completion or a fresh claim, until Redis has made it durable: on replicas
+//! (`WAIT`), on disk (`WAITAOF`), or both.
+//!
+//! A fresh claim waits before it returns, so before the handler or the forward starts: a
+//! claim lost in a failover would be claimed again under a new record id, so new derived
+//! keys, and an external call made under the first would be made again under others. A
+//! completion is marked waiting in its record (`dw`) until its wait is done, and nobody
+//! answers from it meanwhile: a replay, a replay-cache fill or a waiting duplicate read it as
+//! in flight (`lua/common.lua`'s `reply`).
 //!
 //! Both commands block the client that sends them and count only that client's own writes. On
 //! the store's shared, multiplexed connection a wait would hold every other request's commands
@@ -127,6 +134,11 @@ impl Durable {
         }
         durable.give_back(conn);
         Ok(durable)
+    }
+
+    /// The longest a wait runs on the server.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.wait.timeout
     }
 
     /// An idle connection, or a new one.

@@ -10,6 +10,10 @@ use redis::Value;
 const IN_FLIGHT: i64 = 0;
 const RELEASED: i64 = 1;
 const COMPLETED: i64 = 2;
+/// Not stored: a completion whose wait for replicas or an fsync may still run, as `reply`
+/// reports it. Read as in flight for the wait's time left, so that no replay answers from it
+/// before it is as durable as asked.
+const WAITING: i64 = 3;
 
 /// What `claim.lua` answered.
 pub(crate) enum Claimed {
@@ -83,7 +87,7 @@ pub(crate) fn record(value: Value) -> Result<Record> {
         return Err(corrupt("a record of 8 fields expected"));
     };
     let state = match (int(&state)?, optional_bytes(response, "response")?) {
-        (IN_FLIGHT, _) => RecordState::InFlight {
+        (IN_FLIGHT, _) | (WAITING, Some(_)) => RecordState::InFlight {
             lease_remaining: Duration::from_millis(u64::try_from(int(&lease)?).unwrap_or(0)),
         },
         (RELEASED, _) => RecordState::Released,
@@ -183,7 +187,15 @@ mod tests {
         assert_eq!((flight.token, flight.request_id), (3, None));
         let stored = StoredResponse::new(201, "x");
         let done = record(reply(COMPLETED, Value::BulkString(stored.encode()))).unwrap();
-        assert_eq!(done.state, RecordState::Completed(stored));
+        assert_eq!(done.state, RecordState::Completed(stored.clone()));
+        let waiting = record(reply(WAITING, Value::BulkString(stored.encode()))).unwrap();
+        assert_eq!(
+            waiting.state,
+            RecordState::InFlight {
+                lease_remaining: Duration::from_millis(1500)
+            },
+            "a completion whose wait may still run is not answered from"
+        );
     }
 
     #[test]

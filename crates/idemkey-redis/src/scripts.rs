@@ -15,6 +15,8 @@ pub(crate) struct Scripts {
     pub(crate) claim: Script,
     pub(crate) reclaim: Script,
     pub(crate) complete: Script,
+    /// The mark of a completion whose wait is done (`lua/durable.lua`).
+    pub(crate) durable: Script,
     pub(crate) release: Script,
     pub(crate) discard: Script,
     pub(crate) extend: Script,
@@ -43,6 +45,7 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     claim: script("", include_str!("../lua/claim.lua")),
     reclaim: script("", include_str!("../lua/reclaim.lua")),
     complete: script("", include_str!("../lua/complete.lua")),
+    durable: script("", include_str!("../lua/durable.lua")),
     release: script("", include_str!("../lua/release.lua")),
     discard: script("", include_str!("../lua/discard.lua")),
     extend: script("", include_str!("../lua/extend.lua")),

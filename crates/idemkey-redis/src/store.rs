@@ -7,7 +7,7 @@ use idemkey_core::{
     ActorCaps, ActorForgotten, Claim, ClaimRequest, DerivedKeys, Error, Record, RecordId, Result,
     SECRET_LEN, Scope, Store, StoredResponse, TryClaim,
 };
-use redis::aio::ConnectionLike;
+use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{FromRedisValue, ScriptInvocation, Value};
 use tokio::sync::OnceCell;
 
@@ -169,10 +169,13 @@ where
 
     /// Runs the completion `invocation`, then waits until it is as durable as asked, on a
     /// connection of its own (see [`crate::durable`]).
+    ///
+    /// The record reads as in flight until the wait is done and this marks it so (or, if this
+    /// process dies meanwhile, until the longest it could have taken).
     async fn complete_durably(
         &self,
         durable: &Durable,
-        invocation: &ScriptInvocation<'_>,
+        (claim, invocation): (&Claim, &ScriptInvocation<'_>),
     ) -> Result<()> {
         let mut conn = durable.take().await?;
         if !record::done(&self.run_on(&mut conn, invocation, Sent::Commit).await?)? {
@@ -180,14 +183,50 @@ where
         }
         // A failed or short wait is not the completion's failure: it is on the master, and a
         // retried completion would only find it done.
+        self.wait_on(durable, conn, "completion").await;
+        let mark = self.held(&scripts().durable, claim);
+        if let Err(error) = self.run(&mark, Sent::Harmless).await {
+            tracing::warn!(%error, "a completion could not be marked done waiting: it is answered from once its wait's time is up");
+        }
+        Ok(())
+    }
+
+    /// Waits on `conn` after `what` was written on it, then gives the connection back. A
+    /// short or failed wait is logged: the write stands on the master.
+    async fn wait_on(&self, durable: &Durable, mut conn: MultiplexedConnection, what: &str) {
         match durable.wait(&mut conn, self.timeout).await {
             Ok(true) => durable.give_back(conn),
             Ok(false) => {
-                tracing::warn!("a completion was not made durable as asked within the wait")
+                tracing::warn!(
+                    what,
+                    "a write was not made durable as asked within the wait"
+                )
             }
-            Err(error) => tracing::warn!(%error, "waiting after a completion failed"),
+            Err(error) => tracing::warn!(%error, what, "waiting after a write failed"),
         }
-        Ok(())
+    }
+
+    /// Runs the claim `invocation`; with waits, on a connection of its own, and a fresh claim
+    /// waits there before it returns (see [`crate::durable`]).
+    async fn run_claim(&self, invocation: &ScriptInvocation<'_>) -> Result<Claimed> {
+        let Some(durable) = &self.durable else {
+            return record::claimed(self.run(invocation, Sent::Harmless).await?);
+        };
+        let mut conn = durable.take().await?;
+        let claimed = record::claimed(self.run_on(&mut conn, invocation, Sent::Harmless).await?)?;
+        match claimed {
+            Claimed::Token(_) => self.wait_on(durable, conn, "claim").await,
+            Claimed::Existing(_) => durable.give_back(conn),
+        }
+        Ok(claimed)
+    }
+
+    /// How long a completer may hold its completion waiting (ms), `0` without waits: the
+    /// wait's own timeout and the bound of its reply.
+    fn completion_wait(&self) -> u64 {
+        self.durable
+            .as_ref()
+            .map_or(0, |durable| ms(durable.timeout() + self.timeout))
     }
 
     /// Deletes the scope's record only if operation version `version` wrote it, in one
@@ -363,7 +402,7 @@ where
             })
             .arg(request.request_id.as_deref().unwrap_or("").as_bytes())
             .arg(self.owner_key(request));
-        match record::claimed(self.run(&invocation, Sent::Harmless).await?)? {
+        match self.run_claim(&invocation).await? {
             Claimed::Token(token) => Ok(TryClaim::Claimed(
                 request.grant(record_id, token, acquired, None),
             )),
@@ -393,9 +432,12 @@ where
 
     async fn complete(&self, claim: &Claim, response: &StoredResponse) -> Result<()> {
         let mut invocation = self.held(&scripts().complete, claim);
-        invocation.arg(response.encode()).arg(ms(claim.retention));
+        invocation
+            .arg(response.encode())
+            .arg(ms(claim.retention))
+            .arg(self.completion_wait());
         match &self.durable {
-            Some(durable) => self.complete_durably(durable, &invocation).await,
+            Some(durable) => self.complete_durably(durable, (claim, &invocation)).await,
             None => self.fenced(&invocation, Sent::Commit).await,
         }?;
         let bytes = response.encoded_len() as u64;

@@ -224,8 +224,9 @@ async fn records_wait_for_a_replica_when_asked() {
     assert!(String::from_utf8_lossy(&cluster.stderr).contains("standalone"));
 }
 
-/// `--records-wait-fsync` (Valkey 8, Redis 7.2+): each stored response is answered after the
-/// server's `WAITAOF` for it; a server without an append-only file is refused at start-up.
+/// `--records-wait-fsync` (Valkey 8, Redis 7.2+): each claim is executed, and each stored
+/// response answered, after the server's `WAITAOF` for it; a server without an append-only
+/// file is refused at start-up.
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [valkey])]
 async fn records_wait_for_the_fsync_when_asked() {
     let program = valkey_program();
@@ -255,10 +256,14 @@ async fn records_wait_for_the_fsync_when_asked() {
             .send()
         };
         assert_eq!(post().await.unwrap().status(), 201);
-        assert_eq!(waits(), probes + i + 1);
+        assert_eq!(
+            waits(),
+            probes + 2 * i + 2,
+            "the claim's wait and the completion's"
+        );
         let replayed = post().await.unwrap();
         assert_eq!(replayed.headers()["idempotent-replayed"], "true");
-        assert_eq!(waits(), probes + i + 1, "a replay stores nothing");
+        assert_eq!(waits(), probes + 2 * i + 2, "a replay stores nothing");
     }
 
     let no_aof = RedisServer::start_program(&program, &["--appendonly", "no"]);

@@ -5,11 +5,14 @@
 use std::time::{Duration, Instant};
 
 use idemkey_core::testkit::request;
-use idemkey_core::{Begin, ExpiredLease, Store, StoredResponse, begin};
+use idemkey_core::{Begin, ExpiredLease, Record, RecordState, Store, StoredResponse, begin};
 use idemkey_redis::{RedisOptions, RedisStore};
 use idemkey_test_support::redis::RedisServer;
 
 use crate::common::unique_prefix;
+
+/// The bound of each operation of a store of these tests, besides its waits.
+const DEFAULT_OPS: Duration = Duration::from_secs(5);
 
 /// `master_repl_offset` and the first replica's acknowledged offset, from `INFO replication`.
 fn offsets(master: &RedisServer) -> (u64, Option<u64>) {
@@ -107,17 +110,60 @@ async fn a_cluster_refuses_the_wait() {
     assert!(matches!(refused, Err(idemkey_core::Error::Backend(_))));
 }
 
+/// Two stores on `master`'s records: one whose writes wait for a replica (`timeout`), and
+/// one that does not wait, to make what the test needs without waiting.
+async fn stores(
+    master: &RedisServer,
+    (timeout, operations): (Duration, Duration),
+) -> [RedisStore<idemkey_redis::RedisConnection>; 2] {
+    let prefix = unique_prefix();
+    let plain = RedisOptions::new().prefix(prefix.clone());
+    let waiting = plain
+        .clone()
+        .wait_replicas(1, timeout)
+        .operation_timeout(operations);
+    let connect = |options| async move {
+        RedisStore::connect_with(&master.url(), &options)
+            .await
+            .unwrap()
+    };
+    [connect(waiting).await, connect(plain).await]
+}
+
+/// Waits until one client of `master` is blocked: a write's `WAIT` is under way.
+async fn blocked(master: &RedisServer) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !master
+        .cli(&["INFO", "clients"])
+        .contains("blocked_clients:1")
+    {
+        assert!(Instant::now() < deadline, "nothing waited");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn in_flight(record: Option<&Record>) -> bool {
+    matches!(
+        record,
+        Some(Record {
+            state: RecordState::InFlight { .. },
+            ..
+        })
+    )
+}
+
 /// `WAIT` blocks the client that sends it: on the store's shared connection every other
 /// request would queue behind a completion's wait. Here a completion waits for a replica that
-/// does not exist (for a minute), and the same store still answers other operations.
+/// does not exist (for a minute), and the same store still answers other operations. Nobody
+/// answers from the completion meanwhile: to every reader it is in flight.
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_waiting_completion_holds_up_no_other_operation() {
+async fn a_waiting_completion_holds_up_no_other_operation_and_is_not_answered_from() {
     let master = tokio::task::spawn_blocking(|| RedisServer::start(&[]))
         .await
         .unwrap();
-    let store = store(&master, Duration::from_secs(60)).await;
+    let [store, plain] = stores(&master, (Duration::from_secs(60), DEFAULT_OPS)).await;
     let req = request("{}");
-    let Begin::Execute(claim) = begin(&store, &req, ExpiredLease::TakeOver).await.unwrap() else {
+    let Begin::Execute(claim) = begin(&plain, &req, ExpiredLease::TakeOver).await.unwrap() else {
         panic!("expected to execute")
     };
     let waiting = tokio::spawn({
@@ -129,25 +175,80 @@ async fn a_waiting_completion_holds_up_no_other_operation() {
         }
     });
     // Forced: the completion is on the master and its `WAIT` is blocked there.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !master
-        .cli(&["INFO", "clients"])
-        .contains("blocked_clients:1")
-    {
-        assert!(Instant::now() < deadline, "the completion never waited");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    blocked(&master).await;
     let other = request("{}");
+    assert!(store.lookup(&other.scope).await.unwrap().is_none());
+    assert!(in_flight(store.lookup(&req.scope).await.unwrap().as_ref()));
+    assert!(in_flight(plain.lookup(&req.scope).await.unwrap().as_ref()));
     assert!(matches!(
-        begin(&store, &other, ExpiredLease::TakeOver).await.unwrap(),
-        Begin::Execute(_)
-    ));
-    assert!(matches!(
-        store.lookup(&req.scope).await.unwrap(),
-        Some(record) if matches!(record.state, idemkey_core::RecordState::Completed(_))
+        begin(&plain, &req, ExpiredLease::TakeOver).await.unwrap(),
+        Begin::InFlight { .. }
     ));
     assert!(!waiting.is_finished(), "the wait ended early");
     waiting.abort();
+}
+
+/// A fresh claim returns only once its wait is done: here it waits for a replica that does
+/// not exist, written on the master all the while, and does not return.
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_claim_waits_before_it_returns() {
+    let master = tokio::task::spawn_blocking(|| RedisServer::start(&[]))
+        .await
+        .unwrap();
+    let [store, plain] = stores(&master, (Duration::from_secs(60), DEFAULT_OPS)).await;
+    let req = request("{}");
+    let claiming = tokio::spawn({
+        let (store, req) = (store.clone(), req.clone());
+        async move { store.try_claim(&req).await }
+    });
+    blocked(&master).await;
+    assert!(
+        in_flight(plain.lookup(&req.scope).await.unwrap().as_ref()),
+        "claimed"
+    );
+    assert!(
+        !claiming.is_finished(),
+        "the claim returned before its wait"
+    );
+    claiming.abort();
+}
+
+/// A completer that dies during its wait leaves no mark: its completion is in flight to
+/// everyone for as long as the wait could have run, then answered.
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completion_whose_completer_died_is_answered_once_its_wait_is_over() {
+    let master = tokio::task::spawn_blocking(|| RedisServer::start(&[]))
+        .await
+        .unwrap();
+    let bounds = (Duration::from_secs(3), Duration::from_secs(3));
+    let [store, plain] = stores(&master, bounds).await;
+    let req = request("{}");
+    let Begin::Execute(claim) = begin(&plain, &req, ExpiredLease::TakeOver).await.unwrap() else {
+        panic!("expected to execute")
+    };
+    let response = StoredResponse::new(201, "stored");
+    let waiting = tokio::spawn({
+        let response = response.clone();
+        async move { store.complete(&claim, &response).await }
+    });
+    blocked(&master).await;
+    waiting.abort();
+    assert!(in_flight(plain.lookup(&req.scope).await.unwrap().as_ref()));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match plain.lookup(&req.scope).await.unwrap() {
+            Some(Record {
+                state: RecordState::Completed(stored),
+                ..
+            }) => {
+                assert_eq!(stored, response);
+                break;
+            }
+            record => assert!(in_flight(record.as_ref()), "in flight until answered"),
+        }
+        assert!(Instant::now() < deadline, "never answered");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// `WAITAOF` arrived with Redis 7.2: a server without it is refused when the store connects,

@@ -43,8 +43,10 @@ idemkey_core::store_conformance_suite!(
     except: [sweep_deletes_only_expired_records_in_batches]
 );
 
+/// Every fresh claim and every completion waits for the fsync before it returns; a release
+/// stores nothing and the claim it gives back keeps its record id: no wait.
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [valkey])]
-async fn every_completion_waits_for_the_fsync_before_it_returns() {
+async fn every_claim_and_completion_waits_for_the_fsync_before_it_returns() {
     let args = &["--appendonly", "yes", "--appendfsync", "everysec"];
     let server = own_valkey(args).await;
     let store = fsync_store(&server).await;
@@ -57,24 +59,23 @@ async fn every_completion_waits_for_the_fsync_before_it_returns() {
         };
         assert_eq!(
             server.calls("waitaof"),
-            probes + i,
-            "a wait before the completion"
+            probes + 2 * i + 1,
+            "a wait after the claim"
         );
         let response = StoredResponse::new(201, format!("note {i}"));
         store.complete(&claim, &response).await.unwrap();
-        assert_eq!(server.calls("waitaof"), probes + i + 1);
+        assert_eq!(server.calls("waitaof"), probes + 2 * i + 2);
         assert!(matches!(
             begin(&store, &req, ExpiredLease::TakeOver).await.unwrap(),
             Begin::Replay(replayed) if replayed == response
         ));
     }
-    // Releasing a claim stores no response: nothing to wait for.
     let req = request("{}");
     let Begin::Execute(claim) = begin(&store, &req, ExpiredLease::TakeOver).await.unwrap() else {
         panic!("expected to execute")
     };
     store.release(&claim).await.unwrap();
-    assert_eq!(server.calls("waitaof"), probes + 4);
+    assert_eq!(server.calls("waitaof"), probes + 9, "the claim's wait only");
 }
 
 /// A Valkey of the test's own, started with `args`.
