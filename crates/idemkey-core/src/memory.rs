@@ -75,8 +75,9 @@ struct Row {
 #[derive(Clone)]
 pub struct MemoryStore {
     rows: Arc<Mutex<HashMap<Scope, Row>>>,
-    /// Each owner's heartbeat: alive until then, by `clock`.
-    owners: Arc<Mutex<HashMap<OwnerId, u64>>>,
+    /// Each owner's heartbeat: alive until then, by `clock`, and its grace; and since when
+    /// owners have beaten without a gap.
+    owners: Arc<Mutex<Owners>>,
     clock: Arc<dyn Clock>,
     /// Lives as long as the records: both are gone with the process.
     secret: Arc<std::sync::OnceLock<Arc<[u8]>>>,
@@ -91,6 +92,38 @@ impl Default for MemoryStore {
 impl std::fmt::Debug for MemoryStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemoryStore").finish_non_exhaustive()
+    }
+}
+
+/// The owners' heartbeats, as the SQL stores keep them (behaviour §8a).
+#[derive(Default)]
+struct Owners {
+    /// Alive until (ms) and grace (ms), per owner.
+    beats: HashMap<OwnerId, (u64, u64)>,
+    /// The latest beat of any owner (ms).
+    last_beat: u64,
+    /// Since when beats have come without a gap of more than two fifths of a grace: an
+    /// owner is lapsed only once this is a whole grace old.
+    since: u64,
+}
+
+impl Owners {
+    fn beat(&mut self, owner: OwnerId, now: u64, grace: u64) {
+        if now.saturating_sub(self.last_beat) > grace * 2 / 5 {
+            self.since = now;
+        }
+        self.last_beat = self.last_beat.max(now);
+        // Never backwards, as the SQL stores' upserts.
+        let before = self.beats.get(&owner).map_or(0, |&(until, _)| until);
+        let until = before.max(now.saturating_add(grace));
+        self.beats.insert(owner, (until, grace));
+    }
+
+    /// Whether `owner` is known and lapsed at `now`.
+    fn lapsed(&self, owner: OwnerId, now: u64) -> bool {
+        self.beats.get(&owner).is_some_and(|&(alive_until, grace)| {
+            alive_until <= now && self.since.saturating_add(grace) <= now
+        })
     }
 }
 
@@ -128,10 +161,11 @@ impl MemoryStore {
             return lease_until;
         };
         let owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
-        match owners.get(&owner) {
-            Some(&alive_until) if alive_until <= now => 0,
-            // No heartbeat (a wrapper that never forwarded one): the lease alone.
-            _ => lease_until,
+        // No heartbeat (a wrapper that never forwarded one): the lease alone.
+        if owners.lapsed(owner, now) {
+            0
+        } else {
+            lease_until
         }
     }
 
@@ -318,11 +352,9 @@ impl Store for MemoryStore {
     }
 
     async fn beat(&self, owner: OwnerId, grace: Duration) -> Result<()> {
-        let alive_until = self.clock.now_ms().saturating_add(ms(grace));
+        let now = self.clock.now_ms();
         let mut owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
-        // Never backwards, as the SQL stores' upserts.
-        let until = owners.entry(owner).or_insert(alive_until);
-        *until = (*until).max(alive_until);
+        owners.beat(owner, now, ms(grace));
         Ok(())
     }
 

@@ -107,7 +107,11 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// The heartbeat of `owner` (behaviour [§8a](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8a-external-effects-lease-mode)): the owner is alive until `grace` from now,
     /// by the store's clock. A claim naming an owner ([`ClaimRequest::owner`]) whose last
     /// heartbeat has lapsed counts as expired, whatever its lease: lookups see no lease left,
-    /// and [`Store::reclaim`] takes it over. An owner of which the store has no heartbeat
+    /// and [`Store::reclaim`] takes it over. Lapsed means past the grace **and** after a
+    /// grace of beats without a gap: the store keeps since when some owner has beaten at
+    /// least every two fifths of a grace, and after an outage that stopped every beat, nobody
+    /// is lapsed before the owners had a whole grace to beat again (see the conformance case
+    /// `an_outage_longer_than_the_grace_stales_no_one`). An owner of which the store has no heartbeat
     /// leaves its claims to their leases, so that a wrapper store that does not forward this
     /// method is only slower to recover, never wrong. One write per owner, however many
     /// claims it holds. The default does nothing: claims live by their leases alone.

@@ -74,16 +74,37 @@ local function held(key, actor, op, idem, id, token)
   return r
 end
 
--- Whether the in-flight record's claim names an owner whose last heartbeat (the key `ow`,
--- holding until when the owner is alive, in ms) has lapsed (behaviour §8a): the claim is then
--- stale, whatever its lease. An owner without a heartbeat key leaves the claim to its lease.
--- Standalone servers only: the heartbeat key is in another slot than the record.
+-- An owner's heartbeat key's "<alive until>,<grace>" (ms): until when the owner is alive, and
+-- its grace (0 if the key predates graces); nil without a key.
+local function heartbeat(key)
+  local value = redis.call('GET', key)
+  if not value then
+    return nil, nil
+  end
+  local alive_until, grace = string.match(value, '^(%d+),(%d+)$')
+  if alive_until == nil then
+    return tonumber(value), 0
+  end
+  return tonumber(alive_until), tonumber(grace)
+end
+
+-- Whether the in-flight record's claim names an owner whose last heartbeat (the key `ow`) has
+-- lapsed (behaviour §8a): the claim is then stale, whatever its lease. Lapsed means past its
+-- alive-until while beats (any owner's, `{prefix}:beats`) have come without a gap for a whole
+-- grace of its own: after an outage that stopped every beat, no owner is lapsed before the
+-- others had a grace to beat again. An owner without a heartbeat key leaves the claim to its
+-- lease. Standalone servers only: the heartbeat keys are in other slots than the record.
 local function owner_lapsed(r, now)
   if r.ow == nil then
     return false
   end
-  local alive_until = tonumber(redis.call('GET', r.ow))
-  return alive_until ~= nil and alive_until <= now
+  local alive_until, grace = heartbeat(r.ow)
+  if alive_until == nil or alive_until > now then
+    return false
+  end
+  local prefix = string.match(r.ow, '^(.*):owner:%x+$')
+  local since = prefix and tonumber(redis.call('HGET', prefix .. ':beats', 'since'))
+  return since ~= nil and since + grace <= now
 end
 
 -- The record as src/record.rs reads it. `false` stands for an absent field: a nil would end

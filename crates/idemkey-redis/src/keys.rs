@@ -43,6 +43,12 @@ impl Keys {
         format!("{}:owner:{}", self.prefix, hex::encode(owner.as_bytes()))
     }
 
+    /// `{prefix}:beats`: the run of owners' beats without a gap (`lua/beat.lua`); its name is
+    /// also derived from an owner's key in `lua/common.lua`.
+    pub(crate) fn beats(&self) -> String {
+        format!("{}:beats", self.prefix)
+    }
+
     /// `{prefix}:actor:{<hex digest>}` and the same with `:bytes`: an actor's ledger under
     /// per-actor caps, two keys of one slot (one hash tag, the actor's digest).
     pub(crate) fn ledger(&self, actor: &str) -> [String; 2] {

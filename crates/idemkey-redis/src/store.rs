@@ -507,6 +507,7 @@ where
             return Ok(());
         }
         let mut invocation = scripts().beat.key(self.keys.owner(owner));
+        invocation.key(self.keys.beats());
         invocation.arg(ms(grace));
         self.run(&invocation, Sent::Harmless).await?;
         Ok(())

@@ -1,7 +1,7 @@
 //! The fenced statements whose code is the same on every backend, once: each backend's
 //! `impl Backend` expands [`fenced_statements!`] with its own SQL constants (`INSERT_COMPLETED`, `RECLAIM`,
 //! `COMPLETE`, `RELEASE`, `DISCARD`, `EXTEND`, `FORGET`, `FORGET_VERSION`, `FORGET_ACTOR`, `SWEEP`, `ACTOR_USAGE`, `SECRET_INSERT`,
-//! `SECRET_SELECT`, `BEAT`, `OWNERS_SWEEP`) and its own typed helpers
+//! `SECRET_SELECT`, `BEAT`, `BEATS_RUN`, `OWNERS_SWEEP`) and its own typed helpers
 //! (`scoped`, `held`, `token_of`) in scope; [`claim_with!`] likewise gives each backend the
 //! claim's upsert-then-lookup.
 
@@ -113,12 +113,22 @@ macro_rules! fenced_statements {
             grace: std::time::Duration,
             first: bool,
         ) -> Result<()> {
+            // One transaction: one commit, one flush, for the two rows.
+            let mut tx = sqlx::Connection::begin(&mut *conn)
+                .await
+                .map_err(store_error)?;
             sqlx::query(BEAT)
                 .bind(owner.as_bytes().as_slice())
                 .bind(millis(grace))
-                .execute(&mut *conn)
+                .execute(&mut *tx)
                 .await
                 .map_err(store_error)?;
+            sqlx::query(BEATS_RUN)
+                .bind(millis(grace) * 2 / 5)
+                .execute(&mut *tx)
+                .await
+                .map_err(store_error)?;
+            tx.commit().await.map_err(store_error)?;
             if first {
                 sqlx::query(OWNERS_SWEEP)
                     .execute(conn)

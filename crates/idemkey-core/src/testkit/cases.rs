@@ -183,6 +183,41 @@ pub async fn a_beat_never_shortens_an_earlier_one<S: Store>(store: S) {
     assert!(matches!(refused, Begin::InFlight { .. }), "{refused:?}");
 }
 
+/// The grace of the outage case: long enough that the case's own pauses never look like
+/// an outage.
+const OUTAGE_GRACE: Duration = Duration::from_secs(2);
+
+/// An outage of the store longer than the grace stops every owner's beats at once, and
+/// stales no one: right after it, the first owner back (B) cannot take over the claim of an
+/// owner (A) that has not had a grace to beat again. Only once B has kept beating for a
+/// whole grace without a beat of A is A's claim taken over.
+pub async fn an_outage_longer_than_the_grace_stales_no_one<S: Store>(store: S) {
+    let (a, b) = (OwnerId::new(), OwnerId::new());
+    store.beat(a, OUTAGE_GRACE).await.unwrap();
+    store.beat(b, OUTAGE_GRACE).await.unwrap();
+    let req = request("{}");
+    let old = claim(&store, &req.clone().owner(a)).await;
+    // The outage: nobody beats for longer than the grace.
+    tokio::time::sleep(OUTAGE_GRACE + OUTAGE_GRACE / 2).await;
+    store.beat(b, OUTAGE_GRACE).await.unwrap();
+    let refused = outcome(&store, &req.clone().owner(b)).await;
+    assert!(matches!(refused, Begin::InFlight { .. }), "{refused:?}");
+    let deadline = std::time::Instant::now() + OUTAGE_GRACE * 5;
+    loop {
+        tokio::time::sleep(OUTAGE_GRACE / 20).await;
+        store.beat(b, OUTAGE_GRACE).await.unwrap();
+        match outcome(&store, &req.clone().owner(b)).await {
+            Begin::Execute(new) => {
+                assert!(new.taken_over && new.token > old.token);
+                break;
+            }
+            Begin::InFlight { .. } => {}
+            other => panic!("in flight until taken over, not {other:?}"),
+        }
+        assert!(std::time::Instant::now() < deadline, "never taken over");
+    }
+}
+
 /// A claim naming an owner of which the store has no heartbeat (a wrapper store that did
 /// not forward it) keeps its lease; once the lease is gone it is taken over as usual.
 pub async fn a_claim_of_an_owner_without_heartbeat_keeps_its_lease<S: Store>(store: S) {

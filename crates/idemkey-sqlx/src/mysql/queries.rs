@@ -52,14 +52,18 @@ pub(super) const BEGIN_WRITE: &str =
     "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION";
 
 /// Whether the row's claim names an owner whose heartbeat has lapsed (behaviour §8a): its
-/// claim is then stale, whatever its lease. An owner without a heartbeat row (a store
+/// claim is then stale, whatever its lease. Lapsed means past its `alive_until` while beats
+/// (any owner's) have come without a gap for a whole grace of its own (see the SQLite
+/// store's). An owner without a heartbeat row (a store
 /// wrapper that never wrote one, or an owner swept a day after its death) leaves the claim
 /// to its lease.
 macro_rules! owner_lapsed {
     () => {
         concat!(
-            "EXISTS (SELECT 1 FROM idemkey_owners o ",
+            "EXISTS (SELECT 1 FROM idemkey_owners o, idemkey_beats b ",
             "WHERE o.owner = idemkey_records.owner AND o.alive_until <= ",
+            now!(),
+            " AND b.id = 1 AND b.since + o.grace <= ",
             now!(),
             ")"
         )
@@ -246,9 +250,22 @@ const ACTOR_USAGE: &str = concat!(
 // before the row's lock, and several beats may be on their way at once, so a beat that read
 // it earlier can commit later: it never moves the mark backwards.
 const BEAT: &str = concat!(
-    "INSERT INTO idemkey_owners (owner, alive_until) VALUES (?, ",
+    "INSERT INTO idemkey_owners (owner, alive_until, grace) VALUES (?, ",
     now!(),
-    " + ?) ON DUPLICATE KEY UPDATE alive_until = GREATEST(alive_until, VALUES(alive_until))"
+    " + ?, ?) ON DUPLICATE KEY UPDATE alive_until = GREATEST(alive_until, VALUES(alive_until)), ",
+    "grace = VALUES(grace)"
+);
+
+// With each beat: the run of beats without a gap longer than ? (two fifths of the grace; an
+// owner beats every quarter) goes on, or starts again now. MySQL assigns left to right, each
+// assignment seeing the ones before: `since` is set first, from the old `last_beat`.
+const BEATS_RUN: &str = concat!(
+    "INSERT INTO idemkey_beats (id, last_beat, since) VALUES (1, ",
+    now!(),
+    ", ",
+    now!(),
+    ") ON DUPLICATE KEY UPDATE since = IF(VALUES(last_beat) - last_beat > ?, ",
+    "VALUES(last_beat), since), last_beat = GREATEST(last_beat, VALUES(last_beat))"
 );
 
 // Once per process: the rows of owners dead for a day (their claims are long stale).
@@ -421,8 +438,11 @@ impl Backend for MySql {
     ) -> Result<()> {
         let beat = sqlx::query(BEAT)
             .bind(owner.as_bytes().as_slice())
+            .bind(millis(grace))
             .bind(millis(grace));
         rows(beat, &mut *conn).await?;
+        let run = sqlx::query(BEATS_RUN).bind(millis(grace) * 2 / 5);
+        rows(run, &mut *conn).await?;
         if first {
             rows(sqlx::query(OWNERS_SWEEP), conn).await?;
         }

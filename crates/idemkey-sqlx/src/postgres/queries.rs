@@ -28,14 +28,17 @@ macro_rules! clock {
 const BEGIN_WRITE: &str = "BEGIN ISOLATION LEVEL READ COMMITTED";
 
 /// Whether the row's claim names an owner whose heartbeat has lapsed (behaviour §8a): its
-/// claim is then stale, whatever its lease. An owner without a heartbeat row (a store
+/// claim is then stale, whatever its lease. Lapsed means past its `alive_until` while beats
+/// (any owner's) have come without a gap for a whole grace of its own (see the SQLite
+/// store's). An owner without a heartbeat row (a store
 /// wrapper that never wrote one, or an owner swept a day after its death) leaves the claim
 /// to its lease.
 macro_rules! owner_lapsed {
     () => {
         concat!(
-            "EXISTS (SELECT 1 FROM idemkey_owners o ",
-            "WHERE o.owner = idemkey_records.owner AND o.alive_until <= clock.t)"
+            "EXISTS (SELECT 1 FROM idemkey_owners o, idemkey_beats b ",
+            "WHERE o.owner = idemkey_records.owner AND o.alive_until <= clock.t ",
+            "AND b.id = 1 AND b.since + o.grace <= clock.t)"
         )
     };
 }
@@ -177,10 +180,22 @@ const SWEEP: &str = concat!(
 // before the row's lock, and several beats may be on their way at once, so a beat that read
 // it earlier can commit later: it never moves the mark backwards.
 const BEAT: &str = concat!(
-    "INSERT INTO idemkey_owners (owner, alive_until) SELECT $1, clock.t + $2 FROM ",
+    "INSERT INTO idemkey_owners (owner, alive_until, grace) SELECT $1, clock.t + $2, $2 FROM ",
     clock!(),
     " ON CONFLICT (owner) DO UPDATE SET ",
-    "alive_until = GREATEST(idemkey_owners.alive_until, excluded.alive_until)"
+    "alive_until = GREATEST(idemkey_owners.alive_until, excluded.alive_until), ",
+    "grace = excluded.grace"
+);
+
+// With each beat: the run of beats without a gap longer than $1 (two fifths of the grace; an
+// owner beats every quarter) goes on, or starts again now.
+const BEATS_RUN: &str = concat!(
+    "INSERT INTO idemkey_beats (id, last_beat, since) SELECT 1, clock.t, clock.t FROM ",
+    clock!(),
+    " ON CONFLICT (id) DO UPDATE SET since = CASE WHEN ",
+    "excluded.last_beat - idemkey_beats.last_beat > $1 THEN excluded.last_beat ",
+    "ELSE idemkey_beats.since END, ",
+    "last_beat = GREATEST(idemkey_beats.last_beat, excluded.last_beat)"
 );
 
 // Once per process: the rows of owners dead for a day (their claims are long stale).

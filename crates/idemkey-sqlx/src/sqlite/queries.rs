@@ -21,14 +21,18 @@ macro_rules! now {
 }
 
 /// Whether the row's claim names an owner whose heartbeat has lapsed (behaviour §8a): its
-/// claim is then stale, whatever its lease. An owner without a heartbeat row (a store
-/// wrapper that never wrote one, or an owner swept a day after its death) leaves the claim
-/// to its lease.
+/// claim is then stale, whatever its lease. Lapsed means past its `alive_until` while beats
+/// (any owner's) have come without a gap for a whole grace of its own: after an outage that
+/// stopped every beat, no owner is lapsed before the others had a grace to beat again. An
+/// owner without a heartbeat row (a store wrapper that never wrote one, or an owner swept a
+/// day after its death) leaves the claim to its lease.
 macro_rules! owner_lapsed {
     () => {
         concat!(
-            "EXISTS (SELECT 1 FROM idemkey_owners o ",
+            "EXISTS (SELECT 1 FROM idemkey_owners o, idemkey_beats b ",
             "WHERE o.owner = idemkey_records.owner AND o.alive_until <= ",
+            now!(),
+            " AND b.id = 1 AND b.since + o.grace <= ",
             now!(),
             ")"
         )
@@ -191,10 +195,23 @@ const ACTOR_USAGE: &str = concat!(
 // A process's heartbeat: one row per owner, however many claims it holds. Beats may commit
 // out of order (several are on their way at once), so one never moves the mark backwards.
 const BEAT: &str = concat!(
-    "INSERT INTO idemkey_owners (owner, alive_until) VALUES (?1, ",
+    "INSERT INTO idemkey_owners (owner, alive_until, grace) VALUES (?1, ",
     now!(),
-    " + ?2) ON CONFLICT (owner) DO UPDATE SET ",
-    "alive_until = MAX(idemkey_owners.alive_until, excluded.alive_until)"
+    " + ?2, ?2) ON CONFLICT (owner) DO UPDATE SET ",
+    "alive_until = MAX(idemkey_owners.alive_until, excluded.alive_until), grace = excluded.grace"
+);
+
+// With each beat: the run of beats without a gap longer than ?1 (two fifths of the grace; an
+// owner beats every quarter) goes on, or starts again now.
+const BEATS_RUN: &str = concat!(
+    "INSERT INTO idemkey_beats (id, last_beat, since) VALUES (1, ",
+    now!(),
+    ", ",
+    now!(),
+    ") ON CONFLICT (id) DO UPDATE SET since = CASE WHEN ",
+    "excluded.last_beat - idemkey_beats.last_beat > ?1 THEN excluded.last_beat ",
+    "ELSE idemkey_beats.since END, ",
+    "last_beat = MAX(idemkey_beats.last_beat, excluded.last_beat)"
 );
 
 // Once per process: the rows of owners dead for a day (their claims are long stale).

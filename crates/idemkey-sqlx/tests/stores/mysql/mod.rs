@@ -191,13 +191,14 @@ async fn connect_with_migrates_into_the_connection_database() {
         tables,
         [
             "_idemkey_migrations",
+            "idemkey_beats",
             "idemkey_owners",
             "idemkey_records",
             "idemkey_secret"
         ]
     );
     let applied = my::scalar(&store, "SELECT count(*) FROM _idemkey_migrations").await;
-    assert_eq!(applied, 3);
+    assert_eq!(applied, 4);
     let (flush, sync, log_bin): (i64, i64, i64) = sqlx::query_as(
         "SELECT CAST(@@GLOBAL.innodb_flush_log_at_trx_commit AS SIGNED), \
          CAST(@@GLOBAL.sync_binlog AS SIGNED), CAST(@@GLOBAL.log_bin AS SIGNED)",

@@ -144,11 +144,12 @@ async fn connect_with_migrates_into_the_connection_schema() {
         tables,
         [
             "_idemkey_migrations",
+            "idemkey_beats",
             "idemkey_owners",
             "idemkey_records",
             "idemkey_secret"
         ]
     );
     let applied = pg::scalar(&store, "SELECT count(*) FROM _idemkey_migrations").await;
-    assert_eq!(applied, 3);
+    assert_eq!(applied, 4);
 }
