@@ -285,6 +285,9 @@ async fn records_wait_for_the_fsync_when_asked() {
     assert!(stderr.contains("appendonly"), "{stderr}");
 }
 
+/// Serves without an owner heartbeat.
+const NO_HEARTBEAT: [&str; 2] = ["--owner-grace", "off"];
+
 /// Replays are answered from `idemkey serve`'s memory once cached (no script runs in Redis),
 /// and `idemkey forget`, another process, reaches that memory through Redis's invalidation:
 /// the next request executes again. `--no-replay-cache` sends every replay to Redis.
@@ -294,7 +297,8 @@ async fn replays_come_from_memory_until_a_forget_elsewhere() {
     let scripts = || redis.calls("evalsha");
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("notes.db");
-    let server = lease_on(&db, &redis, &[]);
+    // No owners' heartbeats: each is a script too, and would count among the replays'.
+    let server = lease_on(&db, &redis, &NO_HEARTBEAT);
     let client = reqwest::Client::new();
     let post = || create(&client, &server, ALICE, Some(b"m"), "{\"title\":\"m\"}").send();
     let first: serde_json::Value = post().await.unwrap().json().await.unwrap();
@@ -351,7 +355,8 @@ async fn replays_come_from_memory_until_a_forget_elsewhere() {
     let again: serde_json::Value = again.json().await.unwrap();
     assert_ne!(again["id"], first["id"]);
 
-    let uncached = lease_on(&dir.path().join("other.db"), &redis, &["--no-replay-cache"]);
+    let no_cache = ["--no-replay-cache", NO_HEARTBEAT[0], NO_HEARTBEAT[1]];
+    let uncached = lease_on(&dir.path().join("other.db"), &redis, &no_cache);
     let post = || create(&client, &uncached, ALICE, Some(b"u"), "{\"title\":\"u\"}").send();
     assert_eq!(post().await.unwrap().status(), 201);
     let before = scripts();
