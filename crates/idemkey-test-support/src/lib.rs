@@ -26,6 +26,7 @@ pub mod needs;
 pub mod notes;
 #[cfg(feature = "sql")]
 pub mod pg;
+pub mod pg_server;
 pub mod process;
 #[cfg(feature = "http")]
 pub mod proxy;

@@ -9,106 +9,17 @@
 //! `postgres` user to run them. Missing: the tests are ignored outside CI, and fail in CI.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::Command;
 
 use idemkey_test_support::db::by_title;
 use idemkey_test_support::load::{self, Receipts};
-use idemkey_test_support::needs::pg_server_bin;
 use idemkey_test_support::notes::{ALICE, create};
+use idemkey_test_support::pg_server::Cluster;
 use idemkey_test_support::serve::Serve;
 
 use crate::IDEMKEY;
 
 const CLIENTS: usize = 8;
 const KEYS_PER_CLIENT: usize = 40;
-
-/// A PostgreSQL server of the test's own, stopped when dropped.
-struct Cluster {
-    bin: PathBuf,
-    dir: tempfile::TempDir,
-    port: u16,
-}
-
-impl Cluster {
-    fn start() -> Self {
-        let bin = pg_server_bin().expect("PostgreSQL server binaries under /usr/lib/postgresql");
-        let dir = tempfile::tempdir().unwrap();
-        // initdb refuses to run as root: the data directory belongs to `postgres`.
-        Command::new("chown")
-            .arg("postgres")
-            .arg(dir.path())
-            .status()
-            .unwrap();
-        let port = free_port();
-        let cluster = Self { bin, dir, port };
-        let init = cluster.as_postgres("initdb", &["-A", "trust", "-U", "postgres", "--no-sync"]);
-        assert!(init, "initdb failed (is there a `postgres` user?)");
-        assert!(
-            cluster.pg_ctl(&["start"]),
-            "the private PostgreSQL did not start"
-        );
-        cluster
-    }
-
-    fn data(&self) -> PathBuf {
-        self.dir.path().join("data")
-    }
-
-    fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
-    }
-
-    /// Runs a server binary as `postgres` on this cluster's data directory.
-    fn as_postgres(&self, tool: &str, args: &[&str]) -> bool {
-        let program = self.bin.join(tool);
-        Command::new("runuser")
-            .args(["-u", "postgres", "--"])
-            .arg(&program)
-            .arg("-D")
-            .arg(self.data())
-            .args(args)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|status| status.success())
-    }
-
-    fn pg_ctl(&self, args: &[&str]) -> bool {
-        let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1",
-            self.port,
-            self.dir.path().display()
-        );
-        let log = self.dir.path().join("log");
-        let log = log.to_str().unwrap();
-        let mut all = vec!["-w", "-l", log, "-o", options.as_str()];
-        all.extend_from_slice(args);
-        self.as_postgres("pg_ctl", &all)
-    }
-
-    /// Kills the server the way a crash would (no checkpoint, recovery at start) and starts it.
-    fn crash_restart(&self) {
-        assert!(
-            self.pg_ctl(&["-m", "immediate", "restart"]),
-            "restart failed"
-        );
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        self.pg_ctl(&["-m", "immediate", "stop"]);
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 async fn notes(url: &str) -> BTreeMap<String, Vec<String>> {
     let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(url)

@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod forget_actor;
+mod outage;
 mod owner_grace;
 mod replay_cache;
 mod upstream;

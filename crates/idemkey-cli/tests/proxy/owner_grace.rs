@@ -57,7 +57,7 @@ const BOUND: Duration = Duration::from_secs(60);
 /// The test's upstream: `POST /items` creates an item (`{"id": N}`, 201) on every call, and
 /// holds the first call it receives, before creating, until the test releases it.
 #[derive(Clone)]
-struct Upstream {
+pub(crate) struct Upstream {
     seen: Arc<Mutex<Seen>>,
     /// No permits until [`Upstream::release`]: the first call waits for one.
     gate: Arc<Semaphore>,
@@ -72,7 +72,7 @@ struct Seen {
 }
 
 impl Upstream {
-    async fn start() -> (Self, String) {
+    pub(crate) async fn start() -> (Self, String) {
         let upstream = Self {
             seen: Arc::default(),
             gate: Arc::new(Semaphore::new(0)),
@@ -87,7 +87,7 @@ impl Upstream {
     }
 
     /// How many calls reached the upstream.
-    fn calls(&self) -> usize {
+    pub(crate) fn calls(&self) -> usize {
         self.seen.lock().unwrap().derived_keys.len()
     }
 
@@ -100,7 +100,7 @@ impl Upstream {
     }
 
     /// Waits until the first call is held: its proxy holds the claim.
-    async fn held(&self) {
+    pub(crate) async fn held(&self) {
         wait_until("the first call to reach the upstream", 6000, || async {
             self.calls() >= 1
         })
@@ -108,7 +108,7 @@ impl Upstream {
     }
 
     /// Lets the held call go on.
-    fn release(&self) {
+    pub(crate) fn release(&self) {
         self.gate.add_permits(1);
     }
 }
@@ -134,7 +134,7 @@ async fn create(State(upstream): State<Upstream>, headers: HeaderMap) -> (Status
 /// The keyed create every request of a test sends, through `proxy`; `Err` if the proxy died.
 /// The future owns what it sends, so it may be spawned. One client per test: making one
 /// loads the system's certificates, which would slow each poll down.
-fn send(
+pub(crate) fn send(
     client: &reqwest::Client,
     proxy: &Proxy,
     key: &str,
