@@ -2,7 +2,7 @@
 //! `impl Backend` expands [`fenced_statements!`] with its own SQL constants (`INSERT_COMPLETED`, `RECLAIM`,
 //! `COMPLETE`, `RELEASE`, `DISCARD`, `EXTEND`, `FORGET`, `FORGET_VERSION`, `FORGET_ACTOR`, `SWEEP`, `ACTOR_USAGE`, `SECRET_INSERT`,
 //! `SECRET_SELECT`, `BEAT`, `BEATS_RUN`, `OWNERS_SWEEP`) and its own typed helpers
-//! (`scoped`, `held`, `token_of`) in scope; [`claim_with!`] likewise gives each backend the
+//! (`scoped`, `held`, `liveness`, `token_of`) in scope; [`claim_with!`] likewise gives each backend the
 //! claim's upsert-then-lookup.
 
 /// The insert of a record completed with `$response` under a fresh `$record_id`, its values
@@ -44,7 +44,7 @@ macro_rules! fenced_statements {
             seen: &Record,
         ) -> Result<Option<Claim>> {
             let acquired = Instant::now();
-            let token = scoped(RECLAIM, &request.scope)
+            let reclaim = scoped(RECLAIM, &request.scope)
                 .bind(seen.record_id.as_bytes().as_slice())
                 .bind(seen.token)
                 .bind(millis(request.lease))
@@ -54,8 +54,9 @@ macro_rules! fenced_statements {
                         .owner
                         .as_ref()
                         .map(|owner| owner.as_bytes().as_slice()),
-                )
-                // All rows, not `fetch_optional`: see `claim_with!`.
+                );
+            // All rows, not `fetch_optional`: see `claim_with!`.
+            let token = liveness(reclaim)
                 .fetch_all(conn)
                 .await
                 .map_err(store_error)?;
@@ -117,14 +118,15 @@ macro_rules! fenced_statements {
             let mut tx = sqlx::Connection::begin(&mut *conn)
                 .await
                 .map_err(store_error)?;
-            sqlx::query(BEAT)
-                .bind(owner.as_bytes().as_slice())
-                .bind(millis(grace))
-                .execute(&mut *tx)
-                .await
-                .map_err(store_error)?;
-            sqlx::query(BEATS_RUN)
-                .bind(millis(grace) * 2 / 5)
+            liveness(
+                sqlx::query(BEAT)
+                    .bind(owner.as_bytes().as_slice())
+                    .bind(millis(grace)),
+            )
+            .execute(&mut *tx)
+            .await
+            .map_err(store_error)?;
+            liveness(sqlx::query(BEATS_RUN).bind(millis(grace) * 2 / 5))
                 .execute(&mut *tx)
                 .await
                 .map_err(store_error)?;

@@ -43,13 +43,15 @@ pub enum Need {
     PgServer,
     /// MariaDB's server binaries, `mariadbd` and `mariadb-install-db` ([`mariadb_program`]).
     MariadbServer,
+    /// libfaketime ([`faketime_library`]), which steps a process's wall clock.
+    Faketime,
 }
 
 impl Need {
     /// Why this need is missing here, or `None` when it is met. Probed once per process; a
     /// variable naming a server is trusted without a probe, as the user asked for it.
     pub fn missing(self) -> Option<&'static str> {
-        static MET: [OnceLock<bool>; 8] = [const { OnceLock::new() }; 8];
+        static MET: [OnceLock<bool>; 9] = [const { OnceLock::new() }; 9];
         let met = *MET[self as usize].get_or_init(|| self.probe());
         (!met).then(|| self.reason())
     }
@@ -83,6 +85,7 @@ impl Need {
                     && mariadb_program("mariadbd")
                         .is_some_and(|server| succeeds(Command::new(server).arg("--version")))
             }
+            Self::Faketime => faketime_library().is_some(),
         }
     }
 
@@ -109,6 +112,9 @@ impl Need {
             }
             Self::MariadbServer => {
                 "no MariaDB server binaries (mariadbd and mariadb-install-db on the PATH or in /usr/sbin); install mariadb-server"
+            }
+            Self::Faketime => {
+                "no libfaketime.so.1 under /usr/lib/*/faketime or /usr/local/lib/faketime; install faketime"
             }
         }
     }
@@ -169,6 +175,19 @@ pub fn mariadb_program(name: &str) -> Option<PathBuf> {
         .chain(["/usr/sbin", "/usr/local/sbin"].map(PathBuf::from))
         .map(|dir| dir.join(name))
         .find(|program| program.is_file())
+}
+
+/// libfaketime, which a process started with it in `LD_PRELOAD` takes its clocks from: where
+/// the `faketime` package puts it, else a local build's.
+pub fn faketime_library() -> Option<PathBuf> {
+    let multiarch = std::fs::read_dir("/usr/lib").ok()?.filter_map(|entry| {
+        let dir = entry.ok()?.path().join("faketime");
+        Some(dir)
+    });
+    multiarch
+        .chain([PathBuf::from("/usr/local/lib/faketime")])
+        .map(|dir| dir.join("libfaketime.so.1"))
+        .find(|library| library.is_file())
 }
 
 fn env_or(env: &str, probe: impl FnOnce() -> bool) -> bool {

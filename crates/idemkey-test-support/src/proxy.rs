@@ -31,7 +31,41 @@ impl Proxy {
         db_url: &str,
         extra: &[&str],
     ) -> Self {
+        Self::start_with(
+            Command::new(program.as_ref()),
+            listen,
+            upstream,
+            db_url,
+            extra,
+        )
+    }
+
+    /// The same, with the wall clock `step` ahead of the host's (a whole-second offset such
+    /// as `+5s`) from the start, as an NTP step or a resumed VM would put it: libfaketime in
+    /// `LD_PRELOAD` ([`Need::Faketime`](crate::needs::Need::Faketime)), the steady clock left alone.
+    pub fn start_stepped(
+        program: impl AsRef<Path>,
+        step: &str,
+        upstream: &str,
+        db_url: &str,
+        extra: &[&str],
+    ) -> Self {
+        let library = crate::needs::faketime_library().expect("libfaketime (install faketime)");
         let mut command = Command::new(program.as_ref());
+        command
+            .env("LD_PRELOAD", library)
+            .env("FAKETIME", step)
+            .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+        Self::start_with(command, "127.0.0.1:0", upstream, db_url, extra)
+    }
+
+    fn start_with(
+        mut command: Command,
+        listen: &str,
+        upstream: &str,
+        db_url: &str,
+        extra: &[&str],
+    ) -> Self {
         command
             .args(["proxy", "--upstream", upstream, "--listen", listen])
             .args(["--admin-listen", "127.0.0.1:0", "--database-url", db_url])

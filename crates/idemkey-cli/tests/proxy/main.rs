@@ -6,6 +6,7 @@
 //! releases it.
 #![allow(clippy::unwrap_used)]
 
+mod clock_step;
 mod forget_actor;
 mod outage;
 mod owner_grace;

@@ -29,11 +29,11 @@ use crate::upstream::slug;
 use crate::{IDEMKEY, sqlite_url};
 
 /// A lease no test outlives, and the grace that lets others take a lapsed owner's claims.
-const ARGS: [&str; 4] = ["--lease", "300s", "--owner-grace", "1s"];
+pub(crate) const ARGS: [&str; 4] = ["--lease", "300s", "--owner-grace", "1s"];
 
 /// What the proxies are told of the upstream.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Told {
+pub(crate) enum Told {
     /// Nothing: it may not deduplicate, so a takeover never forwards again.
     Nothing,
     /// `--upstream-deduplicates`: a takeover forwards again, under the same derived key.
@@ -149,7 +149,7 @@ pub(crate) fn send(
 }
 
 /// A key no other run uses: the Redis server is shared.
-fn fresh_key() -> String {
+pub(crate) fn fresh_key() -> String {
     format!("owner-grace-{}", uuid::Uuid::new_v4())
 }
 
@@ -161,7 +161,7 @@ fn fresh_key() -> String {
 /// quarter grace) keeps the file's writer, and `b`'s takeover then ends in 503
 /// `store-unavailable` (behaviour §8a); the frozen proxy is let run a moment and frozen
 /// again, so that the proof is the heartbeat's, not that of an instant chosen well.
-async fn taken_over(
+pub(crate) async fn taken_over(
     (client, told): (&reqwest::Client, Told),
     b: &Proxy,
     key: &str,
@@ -206,7 +206,7 @@ async fn taken_over(
 }
 
 /// Every retry, through each of `proxies`, replays `stored` without reaching the upstream.
-async fn replays(
+pub(crate) async fn replays(
     (client, upstream): (&reqwest::Client, &Upstream),
     proxies: &[&Proxy],
     key: &str,

@@ -308,6 +308,14 @@ fn held<'q>(sql: &'static str, claim: &'q Claim) -> sqlx::query::Query<'q, Postg
         .bind(claim.token)
 }
 
+/// PostgreSQL judges the owners' heartbeats by its own clock, one for every process: nothing
+/// to bind.
+fn liveness<'q>(
+    query: sqlx::query::Query<'q, Postgres, PgArguments>,
+) -> sqlx::query::Query<'q, Postgres, PgArguments> {
+    query
+}
+
 fn token_of(row: Option<PgRow>) -> Result<Option<i64>> {
     row.map(|row| row.try_get(0))
         .transpose()

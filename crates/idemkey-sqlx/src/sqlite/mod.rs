@@ -8,6 +8,7 @@
 mod error;
 mod group;
 mod queries;
+mod steady;
 mod sync_failure;
 
 use std::str::FromStr;

@@ -21,19 +21,21 @@ macro_rules! now {
 }
 
 /// Whether the row's claim names an owner whose heartbeat has lapsed (behaviour §8a): its
-/// claim is then stale, whatever its lease. Lapsed means past its `alive_until` while beats
-/// (any owner's) have come without a gap for a whole grace of its own: after an outage that
-/// stopped every beat, no owner is lapsed before the others had a grace to beat again. An
-/// owner without a heartbeat row (a store wrapper that never wrote one, or an owner swept a
-/// day after its death) leaves the claim to its lease.
+/// claim is then stale, whatever its lease. Lapsed means past its mark while beats (any
+/// owner's) have come without a gap for a whole grace of its own: after an outage that
+/// stopped every beat, no owner is lapsed before the others had a grace to beat again. Both
+/// are judged by the host's steady clock (`steady.rs`), bound as `$now`, so that one
+/// process's wall clock stepping forward lapses no one. An owner without a steady mark (no
+/// heartbeat row, or one that a binary judging by the wall clock wrote) leaves the claim to
+/// its lease.
 macro_rules! owner_lapsed {
-    () => {
+    ($now:literal) => {
         concat!(
             "EXISTS (SELECT 1 FROM idemkey_owners o, idemkey_beats b ",
-            "WHERE o.owner = idemkey_records.owner AND o.alive_until <= ",
-            now!(),
-            " AND b.id = 1 AND b.since + o.grace <= ",
-            now!(),
+            "WHERE o.owner = idemkey_records.owner AND o.steady_until <= ",
+            $now,
+            " AND b.id = 1 AND b.steady_since + o.grace <= ",
+            $now,
             ")"
         )
     };
@@ -42,7 +44,7 @@ macro_rules! owner_lapsed {
 const LOOKUP: &str = concat!(
     "SELECT record_id, version, fingerprint, state, token, ",
     "CASE WHEN state = 0 AND ",
-    owner_lapsed!(),
+    owner_lapsed!("?4"),
     " THEN 0 ELSE MAX(COALESCE(lease_until, 0) - ",
     now!(),
     ", 0) END, request_id, response ",
@@ -119,7 +121,7 @@ const RECLAIM: &str = concat!(
     "AND (state = 1 OR (state = 0 AND (lease_until <= ",
     now!(),
     " OR ",
-    owner_lapsed!(),
+    owner_lapsed!("?9"),
     "))) AND expires_at > ",
     now!(),
     " RETURNING token"
@@ -192,26 +194,38 @@ const ACTOR_USAGE: &str = concat!(
     now!()
 );
 
-// A process's heartbeat: one row per owner, however many claims it holds. Beats may commit
-// out of order (several are on their way at once), so one never moves the mark backwards.
+// A process's heartbeat: one row per owner, however many claims it holds, marked in the wall
+// clock (for binaries that judge by it) and in the steady clock (?3). Beats may commit out of
+// order (several are on their way at once), so one never moves a mark backwards.
 const BEAT: &str = concat!(
-    "INSERT INTO idemkey_owners (owner, alive_until, grace) VALUES (?1, ",
+    "INSERT INTO idemkey_owners (owner, alive_until, grace, steady_until) VALUES (?1, ",
     now!(),
-    " + ?2, ?2) ON CONFLICT (owner) DO UPDATE SET ",
-    "alive_until = MAX(idemkey_owners.alive_until, excluded.alive_until), grace = excluded.grace"
+    " + ?2, ?2, ?3 + ?2) ON CONFLICT (owner) DO UPDATE SET ",
+    "alive_until = MAX(idemkey_owners.alive_until, excluded.alive_until), grace = excluded.grace, ",
+    "steady_until = MAX(COALESCE(idemkey_owners.steady_until, 0), excluded.steady_until)"
 );
 
 // With each beat: the run of beats without a gap longer than ?1 (two fifths of the grace; an
-// owner beats every quarter) goes on, or starts again now.
+// owner beats every quarter) goes on, or starts again now; in the wall clock as before, and
+// in the steady clock (?2), whose run also starts again when the clock goes back by more than
+// a grace: the host restarted, its steady clock with it.
 const BEATS_RUN: &str = concat!(
-    "INSERT INTO idemkey_beats (id, last_beat, since) VALUES (1, ",
+    "INSERT INTO idemkey_beats (id, last_beat, since, steady_last, steady_since) VALUES (1, ",
     now!(),
     ", ",
     now!(),
-    ") ON CONFLICT (id) DO UPDATE SET since = CASE WHEN ",
+    ", ?2, ?2) ON CONFLICT (id) DO UPDATE SET since = CASE WHEN ",
     "excluded.last_beat - idemkey_beats.last_beat > ?1 THEN excluded.last_beat ",
     "ELSE idemkey_beats.since END, ",
-    "last_beat = MAX(idemkey_beats.last_beat, excluded.last_beat)"
+    "last_beat = MAX(idemkey_beats.last_beat, excluded.last_beat), ",
+    "steady_since = CASE WHEN idemkey_beats.steady_last IS NULL ",
+    "OR excluded.steady_last - idemkey_beats.steady_last > ?1 ",
+    "OR idemkey_beats.steady_last - excluded.steady_last > ?1 * 5 / 2 ",
+    "THEN excluded.steady_last ELSE idemkey_beats.steady_since END, ",
+    "steady_last = CASE WHEN idemkey_beats.steady_last IS NULL ",
+    "OR idemkey_beats.steady_last - excluded.steady_last > ?1 * 5 / 2 ",
+    "THEN excluded.steady_last ",
+    "ELSE MAX(idemkey_beats.steady_last, excluded.steady_last) END"
 );
 
 // Once per process: the rows of owners dead for a day (their claims are long stale).
@@ -308,6 +322,7 @@ impl Backend for Sqlite {
             .bind(scope.actor.as_str())
             .bind(scope.operation.as_str())
             .bind(scope.key.as_str())
+            .bind(super::steady::now_ms())
             .fetch_optional(conn)
             .await
             .map_err(store_error)?;
@@ -392,6 +407,14 @@ fn held<'q>(
     scoped(sql, &claim.scope)
         .bind(claim.record_id.as_bytes().as_slice())
         .bind(claim.token)
+}
+
+/// Binds what the owners' heartbeats are judged by after a statement's own parameters: the
+/// host's steady clock (`steady.rs`).
+fn liveness<'q>(
+    query: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
+) -> sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments> {
+    super::steady::bound(query)
 }
 
 fn token_of(row: Option<sqlx::sqlite::SqliteRow>) -> Result<Option<i64>> {
