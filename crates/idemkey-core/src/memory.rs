@@ -208,15 +208,17 @@ impl MemoryStore {
             acquired: Instant::now(),
             taken_over: matches!(seen, Some(RowState::InFlight { .. })),
             fresh: seen.is_none(),
+            owner: request.owner,
         }
     }
 
-    /// The row `claim` still holds, in flight under its token.
+    /// The row `claim` still holds, in flight under its token and owner.
     fn held<'a>(rows: &'a mut HashMap<Scope, Row>, claim: &Claim) -> Result<&'a mut Row> {
         match rows.get_mut(&claim.scope) {
             Some(row)
                 if row.record_id == claim.record_id
                     && row.token == claim.token
+                    && row.owner == claim.owner
                     && matches!(row.state, RowState::InFlight { .. }) =>
             {
                 Ok(row)

@@ -215,6 +215,7 @@ impl ClaimRequest {
             acquired,
             taken_over: seen.is_some_and(|r| matches!(r.state, RecordState::InFlight { .. })),
             fresh: seen.is_none(),
+            owner: self.owner,
         }
     }
 }
@@ -239,6 +240,11 @@ pub struct Claim {
     /// Whether this claim created its record, rather than claiming a released or expired
     /// one again: only a fresh record may be discarded (see [`crate::Store::discard`]).
     pub fresh: bool,
+    /// The owner the claim names ([`ClaimRequest::owner`]), part of its fence: a grant
+    /// (record id and token) given again to another owner, after a takeover that a failover
+    /// lost, fences this claim off too, so that two holders of one token never complete,
+    /// release or extend each other's claims.
+    pub owner: Option<OwnerId>,
 }
 
 impl Claim {

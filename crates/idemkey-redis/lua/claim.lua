@@ -2,7 +2,7 @@
 -- ARGV[1]: actor, ARGV[2]: operation name, ARGV[3]: key, ARGV[4]: the new record id,
 -- ARGV[5]: version, ARGV[6]: fingerprint, ARGV[7]: lease (ms), ARGV[8]: retention (ms),
 -- ARGV[9]: '1' if there is a request id, else '0', ARGV[10]: the request id (or ''),
--- ARGV[11]: the key of the owner's heartbeat (or '' for none).
+-- ARGV[11]: the key of the owner's heartbeat (or '' for none), ARGV[12]: the owner id (or '').
 -- Returns {1, token} after claiming: no live record existed, or an expired one was replaced
 -- (under the new id). Returns {0, record} when a live record exists (see `reply`).
 local now = now_ms()
@@ -22,7 +22,10 @@ if ARGV[9] == '1' then
   redis.call('HSET', KEYS[1], 'rq', ARGV[10])
 end
 if ARGV[11] ~= '' then
-  redis.call('HSET', KEYS[1], 'ow', ARGV[11])
+  redis.call('HSET', KEYS[1], 'ow', ARGV[11], 'ot', '1')
+end
+if ARGV[12] ~= '' then
+  redis.call('HSET', KEYS[1], 'of', ARGV[12])
 end
 expire_at(KEYS[1], exp)
 return {1, 1}

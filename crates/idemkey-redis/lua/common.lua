@@ -8,6 +8,10 @@
 --   lu       lease until (ms, in flight only);  exp  expires at (ms), also the key's PEXPIREAT;
 --   rq       the request id (absent if none);  resp  the encoded response (completed only);
 --   ow       the key of the claim's owner's heartbeat (absent if the claim names no owner);
+--   ot       the token `ow` was set with: the owner is trusted only for that grant (a script
+--            from before this field took claims over without naming itself);
+--   of       the claim's owner id as its fence (absent if the claim names no owner): with the
+--            id and token, what a fenced script must match, heartbeats or not;
 --   dw       (completed only) until when (ms) the completion's wait for replicas or an fsync
 --            may still run: absent once it is done, or if the store does not wait.
 
@@ -64,11 +68,16 @@ local function live(key, actor, op, idem, now)
   return r
 end
 
--- The record the claim (id, token) still holds, in flight, or nil. Like the SQL stores' fenced
--- statements, expiry is not checked here: only a takeover or a deletion fences a claim.
-local function held(key, actor, op, idem, id, token)
+-- The record the claim (id, token, its owner id or '') still holds, in
+-- flight, or nil: the grant given again to another owner fences it off too. Like the SQL
+-- stores' fenced statements, expiry is not checked here: only a takeover or a deletion
+-- fences a claim.
+local function held(key, actor, op, idem, id, token, owner)
   local r = scoped(key, actor, op, idem)
   if r == nil or r.id ~= id or tonumber(r.tok) ~= tonumber(token) or r.st ~= '0' then
+    return nil
+  end
+  if (r.of or '') ~= owner then
     return nil
   end
   return r
@@ -95,7 +104,7 @@ end
 -- others had a grace to beat again. An owner without a heartbeat key leaves the claim to its
 -- lease. Standalone servers only: the heartbeat keys are in other slots than the record.
 local function owner_lapsed(r, now)
-  if r.ow == nil then
+  if r.ow == nil or r.ot ~= r.tok then
     return false
   end
   local alive_until, grace = heartbeat(r.ow)

@@ -1,8 +1,8 @@
 -- KEYS[1]: the record's hash.
 -- ARGV[1]: actor, ARGV[2]: operation name, ARGV[3]: key, ARGV[4]: the claim's record id,
--- ARGV[5]: the claim's token.
+-- ARGV[5]: the claim's token, ARGV[6]: the claim's owner id (or '').
 -- Deletes the record if the claim still holds it. Returns 1, or 0 when fenced.
-if held(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]) == nil then
+if held(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]) == nil then
   return 0
 end
 redis.call('DEL', KEYS[1])

@@ -1,7 +1,7 @@
 -- KEYS[1]: the record's hash.
 -- ARGV[1]: actor, ARGV[2]: operation name, ARGV[3]: key, ARGV[4]: the record id seen,
 -- ARGV[5]: the token seen, ARGV[6]: lease (ms), ARGV[7]: retention (ms), ARGV[8]: the key of
--- the owner's heartbeat (or '' for none).
+-- the owner's heartbeat (or '' for none), ARGV[9]: the owner id (or '').
 -- Claims the record again under the next token, keeping its id, if it is still as seen (same
 -- id and token) and live, and either released or in flight with an expired lease or a lapsed
 -- owner.
@@ -18,9 +18,14 @@ local token = tonumber(r.tok) + 1
 local lease_until = now + tonumber(ARGV[6])
 redis.call('HSET', KEYS[1], 'st', '0', 'tok', int(token), 'lu', int(lease_until))
 if ARGV[8] ~= '' then
-  redis.call('HSET', KEYS[1], 'ow', ARGV[8])
+  redis.call('HSET', KEYS[1], 'ow', ARGV[8], 'ot', int(token))
 else
-  redis.call('HDEL', KEYS[1], 'ow')
+  redis.call('HDEL', KEYS[1], 'ow', 'ot')
+end
+if ARGV[9] ~= '' then
+  redis.call('HSET', KEYS[1], 'of', ARGV[9])
+else
+  redis.call('HDEL', KEYS[1], 'of')
 end
 expire_at(KEYS[1], lease_until + tonumber(ARGV[7]))
 return token

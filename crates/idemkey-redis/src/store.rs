@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use idemkey_core::{
-    ActorCaps, ActorForgotten, Claim, ClaimRequest, DerivedKeys, Error, Record, RecordId, Result,
-    SECRET_LEN, Scope, Store, StoredResponse, TryClaim,
+    ActorCaps, ActorForgotten, Claim, ClaimRequest, DerivedKeys, Error, OwnerId, Record, RecordId,
+    Result, SECRET_LEN, Scope, Store, StoredResponse, TryClaim,
 };
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{FromRedisValue, ScriptInvocation, Value};
@@ -97,6 +97,11 @@ where
             Some(owner) if self.owners => self.keys.owner(owner),
             _ => String::new(),
         }
+    }
+
+    /// The owner id as the record's fence keeps it (`of`), heartbeats or not: `""` for none.
+    fn fence(owner: Option<OwnerId>) -> String {
+        owner.map_or_else(String::new, |owner| owner.as_uuid().simple().to_string())
     }
 
     /// The same store with its keys under `prefix` (`{prefix}:{<digest>}` per record,
@@ -401,7 +406,8 @@ where
                 "0"
             })
             .arg(request.request_id.as_deref().unwrap_or("").as_bytes())
-            .arg(self.owner_key(request));
+            .arg(self.owner_key(request))
+            .arg(Self::fence(request.owner));
         match self.run_claim(&invocation).await? {
             Claimed::Token(token) => Ok(TryClaim::Claimed(
                 request.grant(record_id, token, acquired, None),
@@ -421,7 +427,8 @@ where
             .arg(seen.token)
             .arg(ms(request.lease))
             .arg(ms(request.retention))
-            .arg(self.owner_key(request));
+            .arg(self.owner_key(request))
+            .arg(Self::fence(request.owner));
         let token = record::token(&self.run(&invocation, Sent::Harmless).await?)?;
         if token.is_some() {
             let life = request.lease + request.retention;
@@ -435,7 +442,8 @@ where
         invocation
             .arg(response.encode())
             .arg(ms(claim.retention))
-            .arg(self.completion_wait());
+            .arg(self.completion_wait())
+            .arg(Self::fence(claim.owner));
         match &self.durable {
             Some(durable) => self.complete_durably(durable, (claim, &invocation)).await,
             None => self.fenced(&invocation, Sent::Commit).await,
@@ -451,7 +459,9 @@ where
 
     async fn release(&self, claim: &Claim) -> Result<()> {
         let mut invocation = self.held(&scripts().release, claim);
-        invocation.arg(ms(claim.retention));
+        invocation
+            .arg(ms(claim.retention))
+            .arg(Self::fence(claim.owner));
         self.fenced(&invocation, Sent::Harmless).await?;
         let life = claim.retention;
         self.note(&claim.scope, Change::Renewed { life }).await;
@@ -459,7 +469,8 @@ where
     }
 
     async fn discard(&self, claim: &Claim) -> Result<()> {
-        let invocation = self.held(&scripts().discard, claim);
+        let mut invocation = self.held(&scripts().discard, claim);
+        invocation.arg(Self::fence(claim.owner));
         self.fenced(&invocation, Sent::Harmless).await?;
         self.note(&claim.scope, Change::Gone).await;
         Ok(())
@@ -468,7 +479,10 @@ where
     async fn extend(&self, claim: &mut Claim) -> Result<()> {
         let acquired = Instant::now();
         let mut invocation = self.held(&scripts().extend, claim);
-        invocation.arg(ms(claim.lease)).arg(ms(claim.retention));
+        invocation
+            .arg(ms(claim.lease))
+            .arg(ms(claim.retention))
+            .arg(Self::fence(claim.owner));
         self.fenced(&invocation, Sent::Harmless).await?;
         claim.acquired = acquired;
         let life = claim.lease + claim.retention;

@@ -5,6 +5,21 @@
 //! (`scoped`, `held`, `liveness`, `token_of`) in scope; [`claim_with!`] likewise gives each backend the
 //! claim's upsert-then-lookup.
 
+/// The first condition of every backend's `owner_lapsed!`: the row's owner is trusted only
+/// for the grant it was named for (`owner_record`, `owner_token`, written with it by every
+/// claim and takeover). A binary from before these columns takes a claim over without
+/// naming itself (or claims an expired row, leaving the old owner in place): the owner left
+/// in the row is then not the claim's, and the claim keeps its lease, rather than being
+/// taken from a live process because a dead one is named.
+macro_rules! owner_named {
+    () => {
+        concat!(
+            "idemkey_records.owner_record = idemkey_records.record_id ",
+            "AND idemkey_records.owner_token = idemkey_records.token AND "
+        )
+    };
+}
+
 /// The insert of a record completed with `$response` under a fresh `$record_id`, its values
 /// bound in the order of the backend's `INSERT_COMPLETED` (the scope, then `?4`..`?9`).
 macro_rules! completed {
@@ -72,6 +87,7 @@ macro_rules! fenced_statements {
             let done = held(COMPLETE, claim)
                 .bind(response.encode())
                 .bind(millis(claim.retention))
+                .bind(crate::statements::owned(claim))
                 .execute(conn)
                 .await
                 .map_err(store_error)?;
@@ -81,6 +97,7 @@ macro_rules! fenced_statements {
         async fn release(conn: &mut Self::Connection, claim: &Claim) -> Result<()> {
             let done = held(RELEASE, claim)
                 .bind(millis(claim.retention))
+                .bind(crate::statements::owned(claim))
                 .execute(conn)
                 .await
                 .map_err(store_error)?;
@@ -89,6 +106,7 @@ macro_rules! fenced_statements {
 
         async fn discard(conn: &mut Self::Connection, claim: &Claim) -> Result<()> {
             let done = held(DISCARD, claim)
+                .bind(crate::statements::owned(claim))
                 .execute(conn)
                 .await
                 .map_err(store_error)?;
@@ -100,6 +118,7 @@ macro_rules! fenced_statements {
             let done = held(EXTEND, claim)
                 .bind(millis(claim.lease))
                 .bind(millis(claim.retention))
+                .bind(crate::statements::owned(claim))
                 .execute(conn)
                 .await
                 .map_err(store_error)?;
@@ -213,6 +232,16 @@ macro_rules! fenced_statements {
 
 pub(crate) use completed;
 pub(crate) use fenced_statements;
+pub(crate) use owner_named;
+
+/// The owner a claim names, as its fence binds it last: the grant is the record id and the
+/// token together with the owner ([`idemkey_core::Claim::owner`]).
+pub(crate) fn owned(claim: &idemkey_core::Claim) -> Option<&[u8]> {
+    claim
+        .owner
+        .as_ref()
+        .map(|owner| owner.as_bytes().as_slice())
+}
 
 /// Expands to `claim_with(conn, request, sql)` for a backend: the claim upsert (`sql`, binding
 /// the scope, record id, version, fingerprint, lease, retention, request id and owner), then the live

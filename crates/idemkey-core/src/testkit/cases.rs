@@ -127,6 +127,32 @@ pub async fn expired_lease_is_taken_over_and_old_owner_fenced<S: Store>(store: S
     assert!(is_replay_of(&outcome(&store, &req).await, &created("new")));
 }
 
+/// The fence is the grant (record id and token) together with the owner: a claim of the same
+/// grant naming another owner, as two processes hold after a takeover that a failover lost
+/// was granted again, can neither complete, release, extend nor discard the record.
+pub async fn a_grant_of_another_owner_is_fenced<S: Store>(store: S) {
+    let req = request("{}").owner(OwnerId::new());
+    let held = claim(&store, &req).await;
+    let other = Claim {
+        owner: Some(OwnerId::new()),
+        ..held.clone()
+    };
+    let unowned = Claim {
+        owner: None,
+        ..held.clone()
+    };
+    for forged in [&other, &unowned] {
+        let completed = store.complete(forged, &created("forged")).await;
+        assert!(matches!(completed, Err(Error::Fenced)), "{completed:?}");
+        assert!(matches!(store.release(forged).await, Err(Error::Fenced)));
+        assert!(matches!(store.discard(forged).await, Err(Error::Fenced)));
+        let mut stale = forged.clone();
+        assert!(matches!(store.extend(&mut stale).await, Err(Error::Fenced)));
+    }
+    store.complete(&held, &created("held")).await.unwrap();
+    assert!(is_replay_of(&outcome(&store, &req).await, &created("held")));
+}
+
 /// How long a lapsing owner's heartbeat lasts in the cases below: the cases wait it out.
 const SHORT_GRACE: Duration = Duration::from_millis(200);
 

@@ -119,6 +119,7 @@ macro_rules! __conformance_cases {
             version_is_compared_unless_compatible,
             live_lease_is_in_flight,
             expired_lease_is_taken_over_and_old_owner_fenced,
+            a_grant_of_another_owner_is_fenced,
             stale_owner_is_taken_over_before_its_lease_ends,
             a_beat_never_shortens_an_earlier_one,
             an_outage_longer_than_the_grace_stales_no_one,

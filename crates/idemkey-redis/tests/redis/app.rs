@@ -402,10 +402,10 @@ impl Monitor {
                     continue;
                 }
                 // The command, its script, one key, the key's name, then the lookup's 3
-                // arguments or the claim's 11.
+                // arguments or the claim's 12.
                 match args.len() {
                     7 => counts.lookups.raise(1),
-                    15 if claims.insert(args[7].to_owned()) => counts.claims.raise(1),
+                    16 if claims.insert(args[7].to_owned()) => counts.claims.raise(1),
                     _ => {}
                 }
             }

@@ -60,6 +60,7 @@ pub(super) const BEGIN_WRITE: &str =
 macro_rules! owner_lapsed {
     () => {
         concat!(
+            crate::statements::owner_named!(),
             "EXISTS (SELECT 1 FROM idemkey_owners o, idemkey_beats b ",
             "WHERE o.owner = idemkey_records.owner AND o.alive_until <= ",
             now!(),
@@ -94,14 +95,14 @@ const LIVE: &str = concat!(
 // for that transaction to end: 1062 if it committed, inserted if it rolled back.
 const CLAIM: &str = concat!(
     "INSERT INTO idemkey_records (actor, operation, idem_key, record_id, version, fingerprint, ",
-    "state, token, lease_until, expires_at, created_at, request_id, response, owner) ",
-    "VALUES (?, ?, ?, ?, ?, ?, 0, 1, ",
+    "state, token, lease_until, expires_at, created_at, request_id, response, owner, ",
+    "owner_record, owner_token) VALUES (?, ?, ?, ?, ?, ?, 0, 1, ",
     now!(),
     " + ?, ",
     now!(),
     " + ? + ?, ",
     now!(),
-    ", ?, NULL, ?)"
+    ", ?, NULL, ?, ?, 1)"
 );
 
 // The claim of a scope whose record has expired: replaces it, only if still expired.
@@ -113,7 +114,8 @@ const CLAIM_EXPIRED: &str = concat!(
     now!(),
     " + ? + ?, created_at = ",
     now!(),
-    ", request_id = ?, response = NULL, owner = ? WHERE ",
+    ", request_id = ?, response = NULL, owner = ?, owner_record = ?, owner_token = 1 ",
+    "WHERE ",
     scope!(),
     " AND expires_at <= ",
     now!()
@@ -171,7 +173,7 @@ const RECLAIM: &str = concat!(
     now!(),
     " + ?, expires_at = ",
     now!(),
-    " + ? + ?, owner = ? WHERE ",
+    " + ? + ?, owner = ?, owner_record = ?, owner_token = ? WHERE ",
     scope!(),
     " AND record_id = ? AND token = ? AND (state = 1 OR (state = 0 AND (lease_until <= ",
     now!(),
@@ -186,7 +188,7 @@ const COMPLETE: &str = concat!(
     now!(),
     " + ? WHERE ",
     scope!(),
-    " AND record_id = ? AND token = ? AND state = 0"
+    " AND record_id = ? AND token = ? AND state = 0 AND owner <=> ?"
 );
 
 const RELEASE: &str = concat!(
@@ -194,13 +196,13 @@ const RELEASE: &str = concat!(
     now!(),
     " + ? WHERE ",
     scope!(),
-    " AND record_id = ? AND token = ? AND state = 0"
+    " AND record_id = ? AND token = ? AND state = 0 AND owner <=> ?"
 );
 
 const DISCARD: &str = concat!(
     "DELETE FROM idemkey_records WHERE ",
     scope!(),
-    " AND record_id = ? AND token = ? AND state = 0"
+    " AND record_id = ? AND token = ? AND state = 0 AND owner <=> ?"
 );
 
 const EXTEND: &str = concat!(
@@ -210,7 +212,7 @@ const EXTEND: &str = concat!(
     now!(),
     " + ? + ? WHERE ",
     scope!(),
-    " AND record_id = ? AND token = ? AND state = 0"
+    " AND record_id = ? AND token = ? AND state = 0 AND owner <=> ?"
 );
 
 const FORGET: &str = concat!("DELETE FROM idemkey_records WHERE ", scope!());
@@ -389,7 +391,9 @@ impl Backend for MySql {
             .bind(millis(request.lease))
             .bind(millis(request.lease))
             .bind(millis(request.retention))
-            .bind(owner_bytes(request));
+            .bind(owner_bytes(request))
+            .bind(seen.record_id.as_bytes().as_slice())
+            .bind(seen.token + 1);
         let reclaimed = in_scope(reclaimed, &request.scope)
             .bind(seen.record_id.as_bytes().as_slice())
             .bind(seen.token);
@@ -553,6 +557,7 @@ pub(super) async fn claim(conn: &mut MySqlConnection, request: &ClaimRequest) ->
         .bind(millis(request.retention))
         .bind(request.request_id.as_deref())
         .bind(owner_bytes(request))
+        .bind(record_id.as_bytes().as_slice())
         .execute(&mut *conn)
         .await;
     match inserted {
@@ -572,7 +577,8 @@ pub(super) async fn claim(conn: &mut MySqlConnection, request: &ClaimRequest) ->
         .bind(millis(request.lease))
         .bind(millis(request.retention))
         .bind(request.request_id.as_deref())
-        .bind(owner_bytes(request));
+        .bind(owner_bytes(request))
+        .bind(record_id.as_bytes().as_slice());
     if rows(in_scope(replace, &request.scope), &mut *conn).await? == 1 {
         return Ok(claimed(record_id));
     }
@@ -656,10 +662,12 @@ async fn rows(query: Query<'_>, conn: &mut MySqlConnection) -> Result<u64> {
     Ok(done.rows_affected())
 }
 
-/// Runs `query`, whose values are bound, on the claim's record: scope, record id, token.
+/// Runs `query`, whose values are bound, on the claim's record: scope, record id, token,
+/// owner.
 async fn held(query: Query<'_>, claim: &Claim, conn: &mut MySqlConnection) -> Result<u64> {
     let query = in_scope(query, &claim.scope)
         .bind(claim.record_id.as_bytes().as_slice())
-        .bind(claim.token);
+        .bind(claim.token)
+        .bind(crate::statements::owned(claim));
     rows(query, conn).await
 }

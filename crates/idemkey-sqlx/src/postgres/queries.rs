@@ -36,6 +36,7 @@ const BEGIN_WRITE: &str = "BEGIN ISOLATION LEVEL READ COMMITTED";
 macro_rules! owner_lapsed {
     () => {
         concat!(
+            crate::statements::owner_named!(),
             "EXISTS (SELECT 1 FROM idemkey_owners o, idemkey_beats b ",
             "WHERE o.owner = idemkey_records.owner AND o.alive_until <= clock.t ",
             "AND b.id = 1 AND b.since + o.grace <= clock.t)"
@@ -60,14 +61,15 @@ macro_rules! claim_sql {
         concat!(
             "INSERT INTO idemkey_records (actor, operation, idem_key, record_id, version, ",
             "fingerprint, state, token, lease_until, expires_at, created_at, request_id, ",
-            "response, owner) SELECT $1, $2, $3, $4, $5, $6, 0, 1, clock.t + $7, ",
-            "clock.t + $7 + $8, clock.t, $9, NULL, $10 FROM ",
+            "response, owner, owner_record, owner_token) SELECT $1, $2, $3, $4, $5, $6, 0, 1, ",
+            "clock.t + $7, clock.t + $7 + $8, clock.t, $9, NULL, $10, $4, 1 FROM ",
             clock!(),
             " ON CONFLICT (actor, operation, idem_key) DO UPDATE SET record_id = ",
             "excluded.record_id, version = excluded.version, fingerprint = excluded.fingerprint, ",
             "state = 0, token = 1, lease_until = excluded.lease_until, ",
             "expires_at = excluded.expires_at, created_at = excluded.created_at, ",
-            "request_id = excluded.request_id, response = NULL, owner = excluded.owner ",
+            "request_id = excluded.request_id, response = NULL, owner = excluded.owner, ",
+            "owner_record = excluded.owner_record, owner_token = 1 ",
             "WHERE idemkey_records.expires_at <= excluded.created_at RETURNING token"
         )
     };
@@ -101,7 +103,8 @@ const INSERT_COMPLETED: &str = concat!(
 
 const RECLAIM: &str = concat!(
     "UPDATE idemkey_records SET token = token + 1, state = 0, lease_until = clock.t + $6, ",
-    "expires_at = clock.t + $6 + $7, owner = $8 FROM ",
+    "expires_at = clock.t + $6 + $7, owner = $8, owner_record = record_id, ",
+    "owner_token = token + 1 FROM ",
     clock!(),
     " WHERE actor = $1 AND operation = $2 AND idem_key = $3 AND record_id = $4 AND token = $5 ",
     "AND (state = 1 OR (state = 0 AND (lease_until <= clock.t OR ",
@@ -114,20 +117,20 @@ const COMPLETE: &str = concat!(
     "expires_at = clock.t + $7 FROM ",
     clock!(),
     " WHERE actor = $1 AND operation = $2 AND idem_key = $3 AND record_id = $4 AND token = $5 ",
-    "AND state = 0"
+    "AND state = 0 AND owner IS NOT DISTINCT FROM $8"
 );
 
 const RELEASE: &str = concat!(
     "UPDATE idemkey_records SET state = 1, lease_until = NULL, expires_at = clock.t + $6 FROM ",
     clock!(),
     " WHERE actor = $1 AND operation = $2 AND idem_key = $3 AND record_id = $4 AND token = $5 ",
-    "AND state = 0"
+    "AND state = 0 AND owner IS NOT DISTINCT FROM $7"
 );
 
 const DISCARD: &str = concat!(
     "DELETE FROM idemkey_records ",
     "WHERE actor = $1 AND operation = $2 AND idem_key = $3 AND record_id = $4 AND token = $5 ",
-    "AND state = 0"
+    "AND state = 0 AND owner IS NOT DISTINCT FROM $6"
 );
 
 const EXTEND: &str = concat!(
@@ -135,7 +138,7 @@ const EXTEND: &str = concat!(
     "FROM ",
     clock!(),
     " WHERE actor = $1 AND operation = $2 AND idem_key = $3 AND record_id = $4 AND token = $5 ",
-    "AND state = 0"
+    "AND state = 0 AND owner IS NOT DISTINCT FROM $8"
 );
 
 const FORGET_VERSION: &str = "DELETE FROM idemkey_records WHERE actor = $1 AND operation = $2 AND idem_key = $3 AND version = $4";

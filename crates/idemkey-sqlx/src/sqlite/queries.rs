@@ -31,6 +31,7 @@ macro_rules! now {
 macro_rules! owner_lapsed {
     ($now:literal) => {
         concat!(
+            crate::statements::owner_named!(),
             "EXISTS (SELECT 1 FROM idemkey_owners o, idemkey_beats b ",
             "WHERE o.owner = idemkey_records.owner AND o.steady_until <= ",
             $now,
@@ -56,19 +57,20 @@ const LOOKUP: &str = concat!(
 // The upsert replaces only an expired row; a live row makes it return nothing.
 const CLAIM: &str = concat!(
     "INSERT INTO idemkey_records (actor, operation, idem_key, record_id, version, fingerprint, ",
-    "state, token, lease_until, expires_at, created_at, request_id, response, owner) ",
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, 1, ",
+    "state, token, lease_until, expires_at, created_at, request_id, response, owner, ",
+    "owner_record, owner_token) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, 1, ",
     now!(),
     " + ?7, ",
     now!(),
     " + ?7 + ?8, ",
     now!(),
-    ", ?9, NULL, ?10) ",
+    ", ?9, NULL, ?10, ?4, 1) ",
     "ON CONFLICT (actor, operation, idem_key) DO UPDATE SET record_id = excluded.record_id, ",
     "version = excluded.version, fingerprint = excluded.fingerprint, state = 0, token = 1, ",
     "lease_until = excluded.lease_until, expires_at = excluded.expires_at, ",
     "created_at = excluded.created_at, request_id = excluded.request_id, response = NULL, ",
-    "owner = excluded.owner WHERE idemkey_records.expires_at <= ",
+    "owner = excluded.owner, owner_record = excluded.owner_record, owner_token = 1 ",
+    "WHERE idemkey_records.expires_at <= ",
     now!(),
     " RETURNING token"
 );
@@ -116,7 +118,7 @@ const RECLAIM: &str = concat!(
     " + ?6, ",
     "expires_at = ",
     now!(),
-    " + ?6 + ?7, owner = ?8 ",
+    " + ?6 + ?7, owner = ?8, owner_record = record_id, owner_token = token + 1 ",
     "WHERE actor = ?1 AND operation = ?2 AND idem_key = ?3 AND record_id = ?4 AND token = ?5 ",
     "AND (state = 1 OR (state = 0 AND (lease_until <= ",
     now!(),
@@ -133,7 +135,7 @@ const COMPLETE: &str = concat!(
     now!(),
     " + ?7 ",
     "WHERE actor = ?1 AND operation = ?2 AND idem_key = ?3 AND record_id = ?4 AND token = ?5 ",
-    "AND state = 0"
+    "AND state = 0 AND owner IS ?8"
 );
 
 const RELEASE: &str = concat!(
@@ -141,13 +143,13 @@ const RELEASE: &str = concat!(
     now!(),
     " + ?6 ",
     "WHERE actor = ?1 AND operation = ?2 AND idem_key = ?3 AND record_id = ?4 AND token = ?5 ",
-    "AND state = 0"
+    "AND state = 0 AND owner IS ?7"
 );
 
 const DISCARD: &str = concat!(
     "DELETE FROM idemkey_records ",
     "WHERE actor = ?1 AND operation = ?2 AND idem_key = ?3 AND record_id = ?4 AND token = ?5 ",
-    "AND state = 0"
+    "AND state = 0 AND owner IS ?6"
 );
 
 const EXTEND: &str = concat!(
@@ -158,7 +160,7 @@ const EXTEND: &str = concat!(
     now!(),
     " + ?6 + ?7 ",
     "WHERE actor = ?1 AND operation = ?2 AND idem_key = ?3 AND record_id = ?4 AND token = ?5 ",
-    "AND state = 0"
+    "AND state = 0 AND owner IS ?8"
 );
 
 const FORGET_VERSION: &str = "DELETE FROM idemkey_records WHERE actor = ?1 AND operation = ?2 AND idem_key = ?3 AND version = ?4";

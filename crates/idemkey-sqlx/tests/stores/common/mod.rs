@@ -3,6 +3,7 @@
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
 pub mod seed;
+pub mod upgrade;
 
 use std::future::Future;
 use std::sync::Arc;

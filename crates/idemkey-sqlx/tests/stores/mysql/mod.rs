@@ -31,6 +31,11 @@ mod commit_time {
     seed_cases!(crate::common::CommitTime<MySqlFixture>, needs = [mysql]);
 }
 
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [mysql])]
+async fn an_owner_left_by_an_old_takeover_is_not_trusted() {
+    crate::common::upgrade::an_owner_left_by_an_old_takeover_is_not_trusted::<MySqlFixture>().await;
+}
+
 /// The database's clock in milliseconds, independent of the session's time zone.
 const DB_MS: &str = "SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000 AS SIGNED)";
 
@@ -198,7 +203,7 @@ async fn connect_with_migrates_into_the_connection_database() {
         ]
     );
     let applied = my::scalar(&store, "SELECT count(*) FROM _idemkey_migrations").await;
-    assert_eq!(applied, 4);
+    assert_eq!(applied, 5);
     let (flush, sync, log_bin): (i64, i64, i64) = sqlx::query_as(
         "SELECT CAST(@@GLOBAL.innodb_flush_log_at_trx_commit AS SIGNED), \
          CAST(@@GLOBAL.sync_binlog AS SIGNED), CAST(@@GLOBAL.log_bin AS SIGNED)",

@@ -29,6 +29,11 @@ mod commit_time {
     seed_cases!(crate::common::CommitTime<PgFixture>, needs = [postgres]);
 }
 
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
+async fn an_owner_left_by_an_old_takeover_is_not_trusted() {
+    crate::common::upgrade::an_owner_left_by_an_old_takeover_is_not_trusted::<PgFixture>().await;
+}
+
 async fn db_ms(store: &PgStore) -> i64 {
     pg::scalar(
         store,
@@ -151,5 +156,5 @@ async fn connect_with_migrates_into_the_connection_schema() {
         ]
     );
     let applied = pg::scalar(&store, "SELECT count(*) FROM _idemkey_migrations").await;
-    assert_eq!(applied, 4);
+    assert_eq!(applied, 5);
 }

@@ -77,6 +77,12 @@ seed_cases!(SqliteFixture);
 
 mod folded;
 
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_left_by_an_old_takeover_is_not_trusted() {
+    crate::common::upgrade::an_owner_left_by_an_old_takeover_is_not_trusted::<SqliteFixture>()
+        .await;
+}
+
 /// The seed cases again with the commit-time strategy.
 mod commit_time {
     use super::*;
