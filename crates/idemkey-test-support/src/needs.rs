@@ -43,13 +43,16 @@ pub enum Need {
     PgServer,
     /// MariaDB's server binaries, `mariadbd` and `mariadb-install-db` ([`mariadb_program`]).
     MariadbServer,
+    /// Mounting a FUSE filesystem: `/dev/fuse` opened and mounted with mount(2) (root, no
+    /// libfuse or `fusermount3` needed), as `idemkey-powerloss` does.
+    Fuse,
 }
 
 impl Need {
     /// Why this need is missing here, or `None` when it is met. Probed once per process; a
     /// variable naming a server is trusted without a probe, as the user asked for it.
     pub fn missing(self) -> Option<&'static str> {
-        static MET: [OnceLock<bool>; 8] = [const { OnceLock::new() }; 8];
+        static MET: [OnceLock<bool>; 9] = [const { OnceLock::new() }; 9];
         let met = *MET[self as usize].get_or_init(|| self.probe());
         (!met).then(|| self.reason())
     }
@@ -83,6 +86,7 @@ impl Need {
                     && mariadb_program("mariadbd")
                         .is_some_and(|server| succeeds(Command::new(server).arg("--version")))
             }
+            Self::Fuse => can_mount_fuse(),
         }
     }
 
@@ -109,6 +113,9 @@ impl Need {
             }
             Self::MariadbServer => {
                 "no MariaDB server binaries (mariadbd and mariadb-install-db on the PATH or in /usr/sbin); install mariadb-server"
+            }
+            Self::Fuse => {
+                "cannot mount a FUSE filesystem: needs /dev/fuse (modprobe fuse; in a container, pass the device) and root (CAP_SYS_ADMIN) to call mount(2)"
             }
         }
     }
@@ -217,4 +224,41 @@ fn can_make_immutable() -> bool {
     // Cleared whatever happened, or the file could not be deleted.
     let cleared = succeeds(Command::new("chattr").arg("-i").arg(file.path()));
     set && cleared
+}
+
+/// Whether this process can mount a FUSE filesystem itself: open `/dev/fuse` and mount(2) it
+/// on a temporary directory. No daemon answers the mount; closing the device first aborts
+/// the connection, so the lazy unmount after it cannot wait on one.
+fn can_mount_fuse() -> bool {
+    use std::os::fd::AsRawFd;
+
+    use nix::mount::{MntFlags, MsFlags};
+
+    let Ok(dir) = tempfile::tempdir() else {
+        return false;
+    };
+    let Ok(device) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+    else {
+        return false;
+    };
+    let options = format!(
+        "fd={},rootmode=40000,user_id={},group_id={}",
+        device.as_raw_fd(),
+        nix::unistd::getuid(),
+        nix::unistd::getgid()
+    );
+    let mounted = nix::mount::mount(
+        Some("idemkey-fuse-probe"),
+        dir.path(),
+        Some("fuse"),
+        MsFlags::MS_NODEV | MsFlags::MS_NOSUID,
+        Some(options.as_str()),
+    )
+    .is_ok();
+    drop(device);
+    // Unmounted before the directory is removed, so the probe leaves nothing behind.
+    mounted && nix::mount::umount2(dir.path(), MntFlags::MNT_DETACH).is_ok()
 }
