@@ -160,5 +160,6 @@ mod tests {
         assert_eq!(super::camel_case("postgres"), "Postgres");
         assert_eq!(super::camel_case("pg_server"), "PgServer");
         assert_eq!(super::camel_case("mysql"), "Mysql");
+        assert_eq!(super::camel_case("fuse"), "Fuse");
     }
 }

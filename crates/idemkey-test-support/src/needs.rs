@@ -45,13 +45,16 @@ pub enum Need {
     MariadbServer,
     /// libfaketime ([`faketime_library`]), which steps a process's wall clock.
     Faketime,
+    /// Mounting a FUSE filesystem: `/dev/fuse` opened and mounted with mount(2) (root, no
+    /// libfuse or `fusermount3` needed), as `idemkey-powerloss` does.
+    Fuse,
 }
 
 impl Need {
     /// Why this need is missing here, or `None` when it is met. Probed once per process; a
     /// variable naming a server is trusted without a probe, as the user asked for it.
     pub fn missing(self) -> Option<&'static str> {
-        static MET: [OnceLock<bool>; 9] = [const { OnceLock::new() }; 9];
+        static MET: [OnceLock<bool>; 10] = [const { OnceLock::new() }; 10];
         let met = *MET[self as usize].get_or_init(|| self.probe());
         (!met).then(|| self.reason())
     }
@@ -86,6 +89,7 @@ impl Need {
                         .is_some_and(|server| succeeds(Command::new(server).arg("--version")))
             }
             Self::Faketime => faketime_library().is_some(),
+            Self::Fuse => can_mount_fuse(),
         }
     }
 
@@ -115,6 +119,9 @@ impl Need {
             }
             Self::Faketime => {
                 "no libfaketime.so.1 under /usr/lib/*/faketime or /usr/local/lib/faketime; install faketime"
+            }
+            Self::Fuse => {
+                "cannot mount a FUSE filesystem: needs /dev/fuse (modprobe fuse; in a container, pass the device) and root (CAP_SYS_ADMIN) to call mount(2)"
             }
         }
     }
@@ -236,4 +243,41 @@ fn can_make_immutable() -> bool {
     // Cleared whatever happened, or the file could not be deleted.
     let cleared = succeeds(Command::new("chattr").arg("-i").arg(file.path()));
     set && cleared
+}
+
+/// Whether this process can mount a FUSE filesystem itself: open `/dev/fuse` and mount(2) it
+/// on a temporary directory. No daemon answers the mount; closing the device first aborts
+/// the connection, so the lazy unmount after it cannot wait on one.
+fn can_mount_fuse() -> bool {
+    use std::os::fd::AsRawFd;
+
+    use nix::mount::{MntFlags, MsFlags};
+
+    let Ok(dir) = tempfile::tempdir() else {
+        return false;
+    };
+    let Ok(device) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+    else {
+        return false;
+    };
+    let options = format!(
+        "fd={},rootmode=40000,user_id={},group_id={}",
+        device.as_raw_fd(),
+        nix::unistd::getuid(),
+        nix::unistd::getgid()
+    );
+    let mounted = nix::mount::mount(
+        Some("idemkey-fuse-probe"),
+        dir.path(),
+        Some("fuse"),
+        MsFlags::MS_NODEV | MsFlags::MS_NOSUID,
+        Some(options.as_str()),
+    )
+    .is_ok();
+    drop(device);
+    // Unmounted before the directory is removed, so the probe leaves nothing behind.
+    mounted && nix::mount::umount2(dir.path(), MntFlags::MNT_DETACH).is_ok()
 }

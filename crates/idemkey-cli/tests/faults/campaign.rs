@@ -1,12 +1,16 @@
 //! The crash campaign's moving parts: retrying clients, and a killer that SIGKILLs the server
-//! at random moments and restarts it on the same database (and the same port if it can).
+//! at random moments and restarts it on the same database (and the same port if it can),
+//! cutting the power of the filesystem under the database in between when there is one (the
+//! power-loss campaigns); then the verification, which returns what it found.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use idemkey_powerloss::PowerLossFs;
+use idemkey_test_support::db::Db;
 use idemkey_test_support::notes::{ALICE, create_titled};
 use idemkey_test_support::serve::{Serve, ServeSpec};
 
@@ -35,6 +39,20 @@ impl Plan {
             kills: env_or("IDEMKEY_CRASH_KILLS", 30) as usize,
             max_delay_ms: env_or("IDEMKEY_CRASH_MAX_DELAY_MS", 10),
             lease: std::env::var("IDEMKEY_CRASH_LEASE").unwrap_or_else(|_| "1s".into()),
+        }
+    }
+
+    /// The power-loss campaigns' plan, from `IDEMKEY_POWERLOSS_*` variables: `CUTS` is the
+    /// number of kills, each followed by a cut. Smaller than the crash campaign's by default,
+    /// as each cut also remounts.
+    pub(crate) fn powerloss_from_env() -> Self {
+        Self {
+            seed: Rng::seed_from_env("IDEMKEY_POWERLOSS_SEED"),
+            clients: env_or("IDEMKEY_POWERLOSS_CLIENTS", 4) as usize,
+            keys: env_or("IDEMKEY_POWERLOSS_KEYS", 60) as usize,
+            kills: env_or("IDEMKEY_POWERLOSS_CUTS", 12) as usize,
+            max_delay_ms: env_or("IDEMKEY_POWERLOSS_MAX_DELAY_MS", 10),
+            lease: std::env::var("IDEMKEY_POWERLOSS_LEASE").unwrap_or_else(|_| "1s".into()),
         }
     }
 
@@ -73,7 +91,12 @@ impl Shared {
     }
 
     pub(crate) fn count(&self, what: impl Into<String>) {
-        *self.stats.lock().unwrap().entry(what.into()).or_default() += 1;
+        self.add(what, 1);
+    }
+
+    /// Adds `n` to the stat `what`.
+    pub(crate) fn add(&self, what: impl Into<String>, n: u64) {
+        *self.stats.lock().unwrap().entry(what.into()).or_default() += n;
     }
 
     fn violation(&self, what: String) {
@@ -165,14 +188,16 @@ fn error_kind(error: &reqwest::Error) -> &'static str {
 }
 
 /// Kills the server `plan.kills` times, spread over the clients' progress, each at a random
-/// moment; now and then also kills a fresh process during its startup. Returns the last.
-/// Stops early only if the clients are done first.
+/// moment; now and then also kills a fresh process during its startup. With `power`, the
+/// filesystem under the database, each kill is followed by a power cut, once no process
+/// uses its files. Returns the last server. Stops early only if the clients are done first.
 pub(crate) async fn killer(
     spec: ServeSpec,
     plan: Plan,
     mut rng: Rng,
     shared: Arc<Shared>,
     mut server: Serve,
+    power: Option<Arc<PowerLossFs>>,
 ) -> Serve {
     // Each kill waits for a random share of its own slice of the keys, then a random delay,
     // so the kills spread over the whole run and land while requests are in flight.
@@ -188,6 +213,7 @@ pub(crate) async fn killer(
             .await
             .unwrap();
         shared.count("kill: SIGKILL");
+        cut(power.as_ref(), &shared).await;
         if rng.one_in(5) {
             let early = rng.millis(0, 60);
             let spec = spec.clone();
@@ -195,6 +221,7 @@ pub(crate) async fn killer(
                 .await
                 .unwrap();
             shared.count("kill: SIGKILL during startup");
+            cut(power.as_ref(), &shared).await;
         }
         server = start(spec.clone(), Some(addr)).await;
         if server.addr != addr {
@@ -203,6 +230,21 @@ pub(crate) async fn killer(
         }
     }
     server
+}
+
+/// Cuts the power of `power`, if there is one, counting what the cut dropped. The killed
+/// process is reaped by now: nothing uses the files.
+async fn cut(power: Option<&Arc<PowerLossFs>>, shared: &Shared) {
+    let Some(fs) = power.cloned() else {
+        return;
+    };
+    let cut = tokio::task::spawn_blocking(move || fs.cut())
+        .await
+        .unwrap()
+        .unwrap();
+    shared.count("cut: power");
+    shared.add("cut: bytes dropped", cut.bytes);
+    shared.add("cut: entries dropped", cut.entries);
 }
 
 /// Waits until `threshold` keys are done; false once every key is.
@@ -242,4 +284,137 @@ pub(crate) async fn start(spec: ServeSpec, addr: Option<SocketAddr>) -> Serve {
     })
     .await
     .unwrap()
+}
+
+/// Runs the clients and the killer (cutting `power` after each kill, if given) to the end;
+/// returns the last server and every receipt.
+pub(crate) async fn drive(
+    spec: &ServeSpec,
+    plan: &Plan,
+    power: Option<Arc<PowerLossFs>>,
+) -> (Serve, Vec<Receipt>, Arc<Shared>) {
+    let rng = Rng::new(plan.seed);
+    let first = start(spec.clone(), None).await;
+    let shared = Shared::new(first.addr);
+    let clients: Vec<_> = (0..plan.clients)
+        .map(|n| {
+            let rng = rng.fork(n as u64 + 1);
+            tokio::spawn(client(n, plan.clone(), rng, shared.clone()))
+        })
+        .collect();
+    let killer = killer(
+        spec.clone(),
+        plan.clone(),
+        rng.fork(0),
+        shared.clone(),
+        first,
+        power,
+    );
+    let server = killer.await;
+    let mut receipts = Vec::new();
+    for client in clients {
+        receipts.extend(client.await.unwrap());
+    }
+    (server, receipts, shared)
+}
+
+/// What the verification found wrong: nothing, in a campaign that passes.
+#[derive(Debug, Default)]
+pub(crate) struct Findings {
+    /// Keys whose acknowledged note is not in the database: an answer a client was given,
+    /// lost.
+    pub(crate) lost: Vec<String>,
+    /// Keys with more than one note: executed twice.
+    pub(crate) duplicates: Vec<String>,
+    /// Notes under no key a client was given.
+    pub(crate) stray_notes: usize,
+    /// Keys whose one more retry did not replay the acknowledged id, and what it got.
+    pub(crate) not_replayed: Vec<String>,
+    /// What is wrong with the records: not one per key, or not completed.
+    pub(crate) records: Vec<String>,
+}
+
+impl Findings {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.lost.is_empty()
+            && self.duplicates.is_empty()
+            && self.stray_notes == 0
+            && self.not_replayed.is_empty()
+            && self.records.is_empty()
+    }
+}
+
+/// Every key maps to exactly one note, the one acknowledged; no note is stray; one more retry
+/// of every key replays the same id; there is one completed record per key (unless the
+/// records are in Redis, `--records-url` in `name`). Returns what does not hold.
+pub(crate) async fn verify(db: &Db, server: &Serve, receipts: &[Receipt], name: &str) -> Findings {
+    let mut findings = Findings::default();
+    let notes = db.notes().await;
+    let mut by_title: HashMap<&str, Vec<&str>> = HashMap::new();
+    for (id, title) in &notes {
+        by_title.entry(title).or_default().push(id);
+    }
+    for receipt in receipts {
+        let ids = by_title
+            .get(receipt.title.as_str())
+            .cloned()
+            .unwrap_or_default();
+        if !ids.contains(&receipt.id.as_str()) {
+            findings.lost.push(format!(
+                "{}: acknowledged {}, found {ids:?}",
+                receipt.key, receipt.id
+            ));
+        }
+        if ids.len() > 1 {
+            findings
+                .duplicates
+                .push(format!("{}: notes {ids:?}", receipt.key));
+        }
+    }
+    let acknowledged: usize = receipts
+        .iter()
+        .map(|receipt| by_title.get(receipt.title.as_str()).map_or(0, Vec::len))
+        .sum();
+    findings.stray_notes = notes.len() - acknowledged.min(notes.len());
+    let client = reqwest::Client::new();
+    for receipt in receipts {
+        let retry = create_titled(&client, server.addr, ALICE, &receipt.key, &receipt.title)
+            .send()
+            .await
+            .unwrap();
+        let status = retry.status();
+        let replayed = retry
+            .headers()
+            .get("idempotent-replayed")
+            .is_some_and(|value| value == "true");
+        let body: serde_json::Value = retry.json().await.unwrap_or_default();
+        if status != 201 || !replayed || body["id"] != receipt.id.as_str() {
+            findings.not_replayed.push(format!(
+                "{}: acknowledged {}, retry got {status} replayed={replayed} {body}",
+                receipt.key, receipt.id
+            ));
+        }
+    }
+    let records = db.records().await;
+    if name.contains("--records-url") {
+        // The records are in Redis: the replays above showed one completed record per key.
+        if !records.is_empty() {
+            findings
+                .records
+                .push(format!("{} records in the database", records.len()));
+        }
+        return findings;
+    }
+    if records.len() != receipts.len() {
+        findings.records.push(format!(
+            "{} records for {} keys",
+            records.len(),
+            receipts.len()
+        ));
+    }
+    let open = records.iter().filter(|(_, state)| *state != 2);
+    findings
+        .records
+        .extend(open.map(|(key, state)| format!("{key}: state {state}, not completed")));
+    findings
 }

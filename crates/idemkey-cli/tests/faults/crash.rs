@@ -18,18 +18,14 @@
 //! its startup. Only the injected schedule is reproducible: the interleaving of real
 //! processes is not.
 
-use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Instant;
 
 use idemkey_test_support::db::{Backend, Db};
-use idemkey_test_support::notes::{ALICE, create_titled};
 use idemkey_test_support::redis::RedisServer;
-use idemkey_test_support::serve::{Serve, ServeSpec};
+use idemkey_test_support::serve::ServeSpec;
 
 use crate::IDEMKEY;
-use crate::campaign::{self, Plan, Receipt, Shared};
-use crate::rng::Rng;
+use crate::campaign::{self, Plan};
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_campaign_sqlite_atomic() {
@@ -130,7 +126,7 @@ async fn run(backend: Backend, mode: &str, extra: &[&str]) {
     args.extend_from_slice(extra);
     let spec = ServeSpec::new(IDEMKEY, db.url(), &args).logged_in(dir.path());
     let started = Instant::now();
-    let (server, receipts, shared) = drive(&spec, &plan).await;
+    let (server, receipts, shared) = campaign::drive(&spec, &plan, None).await;
     let elapsed = started.elapsed();
     let violations = shared.violations.lock().unwrap().clone();
     assert!(
@@ -139,7 +135,12 @@ async fn run(backend: Backend, mode: &str, extra: &[&str]) {
         plan.seed,
         spec.log_tail()
     );
-    verify(&db, &server, &receipts, &name).await;
+    let findings = campaign::verify(&db, &server, &receipts, &name).await;
+    assert!(
+        findings.is_empty(),
+        "{name} seed={}: {findings:#?}",
+        plan.seed
+    );
     let stats = shared.stats.lock().unwrap().clone();
     let kills = stats.get("kill: SIGKILL").copied().unwrap_or(0);
     assert!(
@@ -154,76 +155,4 @@ async fn run(backend: Backend, mode: &str, extra: &[&str]) {
         elapsed.as_secs_f64()
     );
     drop(server);
-}
-
-/// Runs the clients and the killer to the end; returns the last server and every receipt.
-async fn drive(spec: &ServeSpec, plan: &Plan) -> (Serve, Vec<Receipt>, Arc<Shared>) {
-    let rng = Rng::new(plan.seed);
-    let first = campaign::start(spec.clone(), None).await;
-    let shared = Shared::new(first.addr);
-    let clients: Vec<_> = (0..plan.clients)
-        .map(|n| {
-            let rng = rng.fork(n as u64 + 1);
-            tokio::spawn(campaign::client(n, plan.clone(), rng, shared.clone()))
-        })
-        .collect();
-    let killer = campaign::killer(
-        spec.clone(),
-        plan.clone(),
-        rng.fork(0),
-        shared.clone(),
-        first,
-    );
-    let server = killer.await;
-    let mut receipts = Vec::new();
-    for client in clients {
-        receipts.extend(client.await.unwrap());
-    }
-    (server, receipts, shared)
-}
-
-/// Every key maps to exactly one note, every received id exists, every record completed,
-/// and one more retry of every key replays the same id.
-async fn verify(db: &Db, server: &Serve, receipts: &[Receipt], name: &str) {
-    let notes = db.notes().await;
-    let mut by_title: HashMap<&str, Vec<&str>> = HashMap::new();
-    for (id, title) in &notes {
-        by_title.entry(title).or_default().push(id);
-    }
-    for receipt in receipts {
-        let ids = by_title
-            .get(receipt.title.as_str())
-            .cloned()
-            .unwrap_or_default();
-        assert_eq!(ids, [receipt.id.as_str()], "{name}: key {}", receipt.key);
-    }
-    assert_eq!(notes.len(), receipts.len(), "{name}: no stray notes");
-    let client = reqwest::Client::new();
-    for receipt in receipts {
-        let retry = create_titled(&client, server.addr, ALICE, &receipt.key, &receipt.title)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(retry.status(), 201, "{name}: key {}", receipt.key);
-        assert_eq!(retry.headers()["idempotent-replayed"], "true");
-        let body: serde_json::Value = retry.json().await.unwrap();
-        assert_eq!(
-            body["id"],
-            receipt.id.as_str(),
-            "{name}: key {}",
-            receipt.key
-        );
-    }
-    if name.contains("--records-url") {
-        // The records are in Redis: the replays above showed one completed record per key.
-        assert!(
-            db.records().await.is_empty(),
-            "{name}: no records in the database"
-        );
-        return;
-    }
-    let records = db.records().await;
-    assert_eq!(records.len(), receipts.len(), "{name}: one record per key");
-    let open: Vec<_> = records.iter().filter(|(_, state)| *state != 2).collect();
-    assert!(open.is_empty(), "{name}: records not completed: {open:?}");
 }

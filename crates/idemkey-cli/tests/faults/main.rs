@@ -1,8 +1,9 @@
 //! What `idemkey serve` does when what sits under it fails: store errors at each step, dropped
 //! and lost PostgreSQL replies, a restarted PostgreSQL, a read-only or full SQLite disk, stale
-//! owners frozen past their lease, and the crash campaign's random SIGKILLs.
+//! owners frozen past their lease, the crash campaign's random SIGKILLs, and the power-loss
+//! campaigns' SIGKILLs each followed by a power cut of the filesystem under SQLite.
 //!
-//! Tests that need PostgreSQL, root, ext4 or PostgreSQL's server binaries say so
+//! Tests that need PostgreSQL, root, ext4, FUSE or PostgreSQL's server binaries say so
 //! (`needs = [...]`): without them they are ignored, and they fail when `CI` is set.
 #![allow(clippy::unwrap_used)]
 
@@ -18,6 +19,7 @@ mod owner_grace;
 mod pg_dropped;
 mod pg_lost_reply;
 mod pg_restart;
+mod powerloss;
 mod rng;
 mod sqlite;
 mod stale;

@@ -1,8 +1,9 @@
 //! `idemkey proxy` against an upstream that is not Rust (a small non-idempotent Python API,
 //! `upstream.py`), over real sockets: the seed's cases through the proxy, a storm
 //! of 64, two proxies on PostgreSQL, the proxy killed mid-request, an upstream that dies
-//! mid-response or cannot be reached, and `idemkey check` against the proxy and the bare
-//! upstream. Races are forced: the upstream holds the first request until the test
+//! mid-response or cannot be reached, `idemkey check` against the proxy and the bare
+//! upstream, and a power-loss campaign (the proxy's SQLite file on a power-loss filesystem,
+//! cut after each SIGKILL). Races are forced: the upstream holds the first request until the test
 //! releases it.
 #![allow(clippy::unwrap_used)]
 
@@ -10,7 +11,12 @@ mod clock_step;
 mod forget_actor;
 mod outage;
 mod owner_grace;
+mod powerloss;
 mod replay_cache;
+// The faults binary's seeded generator, of which this binary uses a part.
+#[allow(dead_code)]
+#[path = "../faults/rng.rs"]
+mod rng;
 mod upstream;
 
 use std::time::Duration;
