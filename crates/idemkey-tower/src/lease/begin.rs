@@ -40,6 +40,21 @@ use crate::{Config, Prepared};
 const FIRST_POLL: Duration = Duration::from_millis(10);
 const MAX_POLL: Duration = Duration::from_millis(250);
 
+/// A claim step that failed: the store's error, and this process's turn at the scope if the
+/// request held it when its claim failed.
+#[derive(Debug)]
+pub(crate) struct Failed {
+    pub(crate) error: Error,
+    pub(crate) turn: Option<OwnTurn>,
+}
+
+impl Failed {
+    /// A failure before any claim of the request was sent, or without the turn.
+    fn without_turn(error: Error) -> Self {
+        Self { error, turn: None }
+    }
+}
+
 /// What the lookup in the request's own task left to its claim.
 #[derive(Debug)]
 pub(crate) enum Lookup {
@@ -108,11 +123,13 @@ impl<'a, St: Store> Beginning<'a, St> {
     /// duplicate of a local execution, and a request in flight waited for until the deadline
     /// if one is configured, polling the record with a growing backoff until it is no longer
     /// in flight or time is up. A granted claim comes with this process's turn at the scope,
-    /// to drop once the execution is registered.
+    /// to drop once the execution is registered. A failed claim comes with the turn too, if
+    /// it was held: the claim may stand all the same, and only while the turn is held can it
+    /// be told from another request's of this process.
     pub(crate) async fn claim(
         &mut self,
         lookup: Lookup,
-    ) -> Result<(Begin, Option<OwnTurn>), Error> {
+    ) -> Result<(Begin, Option<OwnTurn>), Failed> {
         self.deadline = self
             .config
             .wait_in_flight
@@ -133,7 +150,7 @@ impl<'a, St: Store> Beginning<'a, St> {
             }
             tokio::time::sleep(poll.min(left)).await;
             poll = (poll * 2).min(MAX_POLL);
-            begun = self.poll().await?;
+            begun = self.poll().await.map_err(Failed::without_turn)?;
         }
         Ok((begun, None))
     }
@@ -152,7 +169,7 @@ impl<'a, St: Store> Beginning<'a, St> {
 
     /// The first attempt: the record read unless `lookup` found it absent, then the claim
     /// with this process's turn at the scope (unless the lookup already took it).
-    async fn claim_once(&self, lookup: Lookup) -> Result<(Begin, Option<OwnTurn>), Error> {
+    async fn claim_once(&self, lookup: Lookup) -> Result<(Begin, Option<OwnTurn>), Failed> {
         if let Some(in_flight) = self.in_flight_here().await {
             return Ok((in_flight, None));
         }
@@ -161,7 +178,7 @@ impl<'a, St: Store> Beginning<'a, St> {
             Lookup::Absent(Some(turn)) => Some(turn),
             lookup => {
                 if let Lookup::Unread = lookup
-                    && let Some(answer) = self.read().await?
+                    && let Some(answer) = self.read().await.map_err(Failed::without_turn)?
                 {
                     return Ok((answer, None));
                 }
@@ -176,8 +193,11 @@ impl<'a, St: Store> Beginning<'a, St> {
             "claim",
             claim(self.store, request, self.config.expired_lease),
         )
-        .await?;
-        Ok((begun, turn))
+        .await;
+        match begun {
+            Ok(begun) => Ok((begun, turn)),
+            Err(error) => Err(Failed { error, turn }),
+        }
     }
 
     /// The turn before the claim, for a request whose lookup did not take it: `Err` with the

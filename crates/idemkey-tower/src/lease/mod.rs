@@ -7,7 +7,8 @@
 //!
 //! - `begin`: this process's turn at the scope, the lookup in the request's own task, then,
 //!   in a task of its own, the claim (and the wait for an original in flight); `local` keeps
-//!   the turns and the executions of this process, which answer their duplicates;
+//!   the turns and the executions of this process, which answer their duplicates; `orphan`
+//!   gives back a claim that failed but may stand;
 //! - `execute`: the handler under the claim, its lease renewed by `heartbeat`, its owner (the
 //!   process) kept alive by `liveness` if the layer has an owner grace;
 //! - `settle`: the record completed, released or discarded, in the store or, with
@@ -21,6 +22,7 @@ mod heartbeat;
 mod layer;
 mod liveness;
 mod local;
+mod orphan;
 mod service;
 mod settle;
 #[cfg(feature = "sqlx")]

@@ -20,6 +20,7 @@ use super::begin::{Beginning, Lookup};
 use super::execute::{Claimed, execute};
 use super::liveness::OwnerHeartbeat;
 use super::local::Local;
+use super::orphan;
 use super::transactions::MaybeTransactions;
 use crate::answer::{answered, joined, rejected, store_error};
 use crate::misconfig::Noticed;
@@ -207,7 +208,18 @@ where
     prepared.claim.owner = owner.as_ref().map(|(owner, _)| *owner);
     let (begun, turn) = match Beginning::new(&shared, &prepared).claim(lookup).await {
         Ok(begun) => begun,
-        Err(err) => return Ok(store_error(&err)),
+        Err(failed) => {
+            let answer = store_error(&failed.error);
+            if let (Some((owner, _)), Some(turn)) = (owner, failed.turn) {
+                // Off the answer's path: the store may be slow to tell.
+                let (store, local) = (shared.store.clone(), shared.local.clone());
+                tokio::spawn(async move {
+                    let request = (&prepared.claim, owner);
+                    orphan::give_back(&store, &local, request, turn).await;
+                });
+            }
+            return Ok(answer);
+        }
     };
     let claim = match answered(begun, &prepared.parts.headers, &shared.config) {
         Ok(response) => return Ok(response),

@@ -112,6 +112,43 @@ async fn a_claim_granted_after_its_owner_lapsed_is_given_back_and_nothing_runs()
     assert_eq!(app.ctx.runs(), 1);
 }
 
+/// A claim that stands although its reply was lost: it names this live process, whose
+/// heartbeat would keep it for the whole lease (30 s). Nothing ran under it, so the process
+/// gives it back, and the retry executes at once, under the same record.
+#[tokio::test]
+async fn a_claim_whose_reply_was_lost_is_given_back_and_the_retry_executes() {
+    let app = App::start(Config::default().owner_grace(Duration::from_secs(1))).await;
+    let hooks = &app.store.hooks;
+    hooks.lost_claim_replies.store(1, Ordering::SeqCst);
+    send(app.post("/notes", Some("k")))
+        .await
+        .assert_problem(503, "store-unavailable");
+    assert_eq!(app.ctx.runs(), 0);
+    wait_for("the claim given back", &hooks.releases).await;
+    let retry = send(app.post("/notes", Some("k"))).await;
+    assert_eq!(retry.status, 201, "body: {:?}", retry.body);
+    assert!(!retry.replayed());
+    assert_eq!(app.ctx.runs(), 1);
+}
+
+/// Without an owner the failed claim could be another process's, which is never touched: it
+/// is left to its lease.
+#[tokio::test]
+async fn a_lost_claim_reply_without_an_owner_waits_for_its_lease() {
+    let app = App::start(Config::default()).await;
+    app.store
+        .hooks
+        .lost_claim_replies
+        .store(1, Ordering::SeqCst);
+    send(app.post("/notes", Some("k")))
+        .await
+        .assert_problem(503, "store-unavailable");
+    send(app.post("/notes", Some("k")))
+        .await
+        .assert_problem(409, "request-in-flight");
+    assert_eq!(app.ctx.runs(), 0);
+}
+
 #[tokio::test]
 async fn a_lost_commit_reply_is_outcome_unknown() {
     let app = App::start(Config::default()).await;

@@ -34,6 +34,8 @@ pub(crate) struct Hooks {
     pub(crate) failing_completes: AtomicUsize,
     /// How many of the next completions apply, then fail as unavailable: a lost reply.
     pub(crate) lost_complete_replies: AtomicUsize,
+    /// How many of the next claims apply, then fail as unavailable: a lost reply.
+    pub(crate) lost_claim_replies: AtomicUsize,
     /// How many claims were asked of the store.
     pub(crate) claims: AtomicUsize,
     /// When set, the next claim raises `claim_reached` and waits for `claim_go` before it
@@ -91,6 +93,12 @@ impl Store for TestStore {
         }
         match self.failure() {
             Some(err) => Err(err),
+            None if take_one(&self.hooks.lost_claim_replies) => {
+                self.inner.try_claim(request).await?;
+                Err(Error::Unavailable(
+                    "the claim's reply, lost by the test".into(),
+                ))
+            }
             None => self.inner.try_claim(request).await,
         }
     }
