@@ -1,8 +1,9 @@
 //! A store outage longer than the owner grace, with real processes: two proxies on a
-//! PostgreSQL of the test's own, each with a lease far longer than the test (300 s) and a
-//! 2 s owner grace. Proxy A forwards a keyed create, which the test's upstream holds; the
-//! database is then stopped the way a crash would (`pg_ctl stop -m immediate`) for longer
-//! than the grace, and started again, twice. By the clock alone every heartbeat has lapsed
+//! PostgreSQL of the test's own, or on a `redis-server` of its own (AOF, `appendfsync
+//! always`), each with a lease far longer than the test (300 s) and a 2 s owner grace. Proxy
+//! A forwards a keyed create, which the test's upstream holds; the store is then stopped the
+//! way a crash would (`pg_ctl stop -m immediate`, SIGKILL of Redis) for longer than the grace,
+//! and started again, twice. By the clock alone every heartbeat has lapsed
 //! each time. Forced: A reaches the database through a gate the test keeps shut for a second
 //! after each restart, so B is back first and retries while A's heartbeat is still the one
 //! from before the outage. A is alive, so those retries are told 409 (or 503 while B
@@ -10,7 +11,7 @@
 //! Released, A's forward is the one answer: stored, replayed through B, and the upstream saw
 //! the request once.
 //!
-//! Needs PostgreSQL's server binaries (the `pg_server` need).
+//! The PostgreSQL case needs PostgreSQL's server binaries (the `pg_server` need).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use idemkey_test_support::pg_server::Cluster;
 use idemkey_test_support::proxy::Proxy;
+use idemkey_test_support::redis::RedisServer;
 
 use crate::IDEMKEY;
 use crate::owner_grace::{Upstream, send};
@@ -74,33 +76,87 @@ impl Gate {
     }
 }
 
+/// A store the test can crash and start again, reached directly or through a gate.
+trait Outage {
+    fn stop(&mut self);
+    fn start(&mut self);
+    fn port(&self) -> u16;
+    /// The store's URL at `addr` (the gate's), or at its own port.
+    fn url(&self, addr: Option<SocketAddr>) -> String;
+}
+
+impl Outage for Cluster {
+    fn stop(&mut self) {
+        self.crash_stop();
+    }
+
+    fn start(&mut self) {
+        self.start_again();
+    }
+
+    fn port(&self) -> u16 {
+        let url = Cluster::url(self);
+        let (_, rest) = url.rsplit_once(':').unwrap();
+        rest.split('/').next().unwrap().parse().unwrap()
+    }
+
+    fn url(&self, addr: Option<SocketAddr>) -> String {
+        match addr {
+            Some(addr) => format!("postgres://postgres@{addr}/postgres"),
+            None => Cluster::url(self),
+        }
+    }
+}
+
+impl Outage for RedisServer {
+    fn stop(&mut self) {
+        self.kill();
+    }
+
+    fn start(&mut self) {
+        self.restart();
+    }
+
+    fn port(&self) -> u16 {
+        self.port
+    }
+
+    fn url(&self, addr: Option<SocketAddr>) -> String {
+        match addr {
+            Some(addr) => format!("redis://{addr}"),
+            None => RedisServer::url(self),
+        }
+    }
+}
+
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [pg_server])]
 async fn postgres_stopped_past_the_grace_takes_no_live_claim_over() {
     let cluster = tokio::task::spawn_blocking(Cluster::start).await.unwrap();
+    stopped_past_the_grace(cluster).await;
+}
+
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_stopped_past_the_grace_takes_no_live_claim_over() {
+    let redis = RedisServer::start(&["--appendonly", "yes", "--appendfsync", "always"]);
+    stopped_past_the_grace(redis).await;
+}
+
+/// The outages under the held forward, then the checks of the module's header.
+async fn stopped_past_the_grace(mut store: impl Outage) {
     let (upstream, upstream_url) = Upstream::start().await;
-    let port = cluster
-        .url()
-        .rsplit_once(':')
-        .unwrap()
-        .1
-        .split('/')
-        .next()
-        .unwrap()
-        .to_owned();
-    let gate = Gate::start(format!("127.0.0.1:{port}").parse().unwrap()).await;
-    let a_url = format!("postgres://postgres@{}/postgres", gate.addr);
-    let a = Proxy::start(IDEMKEY, &upstream_url, &a_url, &ARGS);
-    let b = Proxy::start(IDEMKEY, &upstream_url, &cluster.url(), &ARGS);
+    let gate = Gate::start(SocketAddr::from(([127, 0, 0, 1], store.port()))).await;
+    let a = Proxy::start(IDEMKEY, &upstream_url, &store.url(Some(gate.addr)), &ARGS);
+    let b = Proxy::start(IDEMKEY, &upstream_url, &store.url(None), &ARGS);
     let client = reqwest::Client::new();
     let key = "outage";
     let first = tokio::spawn(send(&client, &a, key));
     upstream.held().await;
     let mut in_flight = 0;
     for outage in 1..=OUTAGES {
-        tokio::task::block_in_place(|| cluster.crash_stop());
+        tokio::task::block_in_place(|| store.stop());
         gate.shut(true);
         tokio::time::sleep(OUTAGE).await;
-        tokio::task::block_in_place(|| cluster.start_again());
+        tokio::task::block_in_place(|| store.start());
         let (restarted, until) = (Instant::now(), Instant::now() + AFTER);
         while Instant::now() < until {
             if restarted.elapsed() > A_LATE {
