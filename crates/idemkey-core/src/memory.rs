@@ -119,10 +119,13 @@ impl Owners {
         self.beats.insert(owner, (until, grace));
     }
 
-    /// Whether `owner` is known and lapsed at `now`.
+    /// Whether `owner` is known and lapsed at `now`: past its mark, the run a grace old, and
+    /// unbroken now (a beat within two fifths of the grace).
     fn lapsed(&self, owner: OwnerId, now: u64) -> bool {
         self.beats.get(&owner).is_some_and(|&(alive_until, grace)| {
-            alive_until <= now && self.since.saturating_add(grace) <= now
+            alive_until <= now
+                && self.since.saturating_add(grace) <= now
+                && self.last_beat.saturating_add(grace * 2 / 5) > now
         })
     }
 }

@@ -101,7 +101,9 @@ end
 -- lapsed (behaviour §8a): the claim is then stale, whatever its lease. Lapsed means past its
 -- alive-until while beats (any owner's, `{prefix}:beats`) have come without a gap for a whole
 -- grace of its own: after an outage that stopped every beat, no owner is lapsed before the
--- others had a grace to beat again. An owner without a heartbeat key leaves the claim to its
+-- others had a grace to beat again; and the run must be unbroken now (a beat within two fifths
+-- of the grace), so that before the first beat after an outage or a step of the server's
+-- clock nobody is lapsed either. An owner without a heartbeat key leaves the claim to its
 -- lease. Standalone servers only: the heartbeat keys are in other slots than the record.
 local function owner_lapsed(r, now)
   if r.ow == nil or r.ot ~= r.tok then
@@ -112,8 +114,12 @@ local function owner_lapsed(r, now)
     return false
   end
   local prefix = string.match(r.ow, '^(.*):owner:%x+$')
-  local since = prefix and tonumber(redis.call('HGET', prefix .. ':beats', 'since'))
-  return since ~= nil and since + grace <= now
+  if prefix == nil then
+    return false
+  end
+  local run = redis.call('HMGET', prefix .. ':beats', 'since', 'last')
+  local since, last = tonumber(run[1]), tonumber(run[2])
+  return since ~= nil and since + grace <= now and last ~= nil and last + grace * 2 / 5 > now
 end
 
 -- The record as src/record.rs reads it. `false` stands for an absent field: a nil would end

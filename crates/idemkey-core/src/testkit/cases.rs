@@ -171,6 +171,8 @@ pub async fn stale_owner_is_taken_over_before_its_lease_ends<S: Store>(store: S)
     let req = request("{}");
     let old = claim(&store, &req.clone().owner(a)).await;
     tokio::time::sleep(SHORT_GRACE * 2).await;
+    // A live owner's beat: only while beats come is anyone judged lapsed.
+    store.beat(b, LONG).await.unwrap();
     let record = store.lookup(&req.scope).await.unwrap().unwrap();
     assert_eq!(
         record.state,
@@ -242,6 +244,19 @@ pub async fn an_outage_longer_than_the_grace_stales_no_one<S: Store>(store: S) {
         }
         assert!(std::time::Instant::now() < deadline, "never taken over");
     }
+}
+
+/// Right after an outage, before any owner has beaten again, the run of beats is broken, so
+/// no one is lapsed, even to a request that names no owner of its own (a process without a
+/// heartbeat sharing the store). The same holds after a forward step of the store's clock.
+pub async fn no_one_is_lapsed_before_the_first_beat_after_an_outage<S: Store>(store: S) {
+    let a = OwnerId::new();
+    store.beat(a, OUTAGE_GRACE).await.unwrap();
+    let req = request("{}");
+    claim(&store, &req.clone().owner(a)).await;
+    tokio::time::sleep(OUTAGE_GRACE + OUTAGE_GRACE / 2).await;
+    let refused = outcome(&store, &req).await;
+    assert!(matches!(refused, Begin::InFlight { .. }), "{refused:?}");
 }
 
 /// A claim naming an owner of which the store has no heartbeat (a wrapper store that did

@@ -123,6 +123,7 @@ macro_rules! __conformance_cases {
             stale_owner_is_taken_over_before_its_lease_ends,
             a_beat_never_shortens_an_earlier_one,
             an_outage_longer_than_the_grace_stales_no_one,
+            no_one_is_lapsed_before_the_first_beat_after_an_outage,
             a_claim_of_an_owner_without_heartbeat_keeps_its_lease,
             expired_lease_can_complete_previous_attempt_unknown,
             release_keeps_the_record_id,

@@ -53,8 +53,8 @@ pub(super) const BEGIN_WRITE: &str =
 
 /// Whether the row's claim names an owner whose heartbeat has lapsed (behaviour §8a): its
 /// claim is then stale, whatever its lease. Lapsed means past its `alive_until` while beats
-/// (any owner's) have come without a gap for a whole grace of its own (see the SQLite
-/// store's). An owner without a heartbeat row (a store
+/// (any owner's) have come without a gap for a whole grace of its own, up to now (see the
+/// SQLite store's): before the first beat after an outage or a step of the clock, nobody. An owner without a heartbeat row (a store
 /// wrapper that never wrote one, or an owner swept a day after its death) leaves the claim
 /// to its lease.
 macro_rules! owner_lapsed {
@@ -65,6 +65,8 @@ macro_rules! owner_lapsed {
             "WHERE o.owner = idemkey_records.owner AND o.alive_until <= ",
             now!(),
             " AND b.id = 1 AND b.since + o.grace <= ",
+            now!(),
+            " AND b.last_beat + o.grace * 2 / 5 > ",
             now!(),
             ")"
         )

@@ -23,7 +23,9 @@ macro_rules! now {
 /// Whether the row's claim names an owner whose heartbeat has lapsed (behaviour §8a): its
 /// claim is then stale, whatever its lease. Lapsed means past its mark while beats (any
 /// owner's) have come without a gap for a whole grace of its own: after an outage that
-/// stopped every beat, no owner is lapsed before the others had a grace to beat again. Both
+/// stopped every beat, no owner is lapsed before the others had a grace to beat again, nor
+/// before the first beat after it (the run must be unbroken now: a beat within two fifths of
+/// the grace). Both
 /// are judged by the host's steady clock (`steady.rs`), bound as `$now`, so that one
 /// process's wall clock stepping forward lapses no one. An owner without a steady mark (no
 /// heartbeat row, or one that a binary judging by the wall clock wrote) leaves the claim to
@@ -36,6 +38,8 @@ macro_rules! owner_lapsed {
             "WHERE o.owner = idemkey_records.owner AND o.steady_until <= ",
             $now,
             " AND b.id = 1 AND b.steady_since + o.grace <= ",
+            $now,
+            " AND b.steady_last + o.grace * 2 / 5 > ",
             $now,
             ")"
         )

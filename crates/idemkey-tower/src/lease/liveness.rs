@@ -4,8 +4,9 @@
 //! dies (or stalls past the grace) its claims are stale to every other process and may be
 //! taken over, fenced as after an expired lease, without waiting for their leases.
 //!
-//! The heartbeat starts with the first claim, which waits for the first beat (a claim naming
-//! an owner the store has not heard of would live by its lease alone), and stops with the
+//! The heartbeat starts with the first keyed request (in a task of its own) or the first
+//! claim, which waits for the first beat (a claim naming an owner the store has not heard of
+//! would live by its lease alone), and stops with the
 //! layer: the task holds the mark only weakly. A process whose beats fail stops
 //! trusting its claims a tenth of the grace before the others may take them over, by its own
 //! clock: its duplicates then go to the store, and it makes no new claim until a beat
@@ -46,6 +47,22 @@ impl OwnerHeartbeat {
 
     pub(crate) fn liveness(&self) -> &Liveness {
         &self.0
+    }
+
+    /// Starts the heartbeat in a task of its own unless it runs: at the first keyed request,
+    /// not only at the first claim. An owner is judged lapsed only while beats come (the run
+    /// of beats must be unbroken now), so a process that only looks records up, and never
+    /// claims, must beat too for others' dead claims to be taken over.
+    pub(crate) fn start_soon<St: Store>(&self, store: &St) {
+        if self.0.started.initialized() {
+            return;
+        }
+        let (heartbeat, store) = (self.clone(), store.clone());
+        tokio::spawn(async move {
+            if let Err(err) = heartbeat.0.owner(&store).await {
+                tracing::warn!(error = %err, "could not start the owner heartbeat; will retry");
+            }
+        });
     }
 }
 

@@ -165,6 +165,9 @@ where
     let span = Span::current();
     span.record("operation", field::display(&prepared.claim.operation));
     span.record("key", prepared.claim.scope.key.short_hash());
+    if let Some(heartbeat) = &shared.liveness {
+        heartbeat.start_soon(&shared.store);
+    }
     let beginning = Beginning::new(&shared, &prepared);
     let lookup = match beginning.lookup().await {
         Ok(ControlFlow::Continue(lookup)) => lookup,
