@@ -14,7 +14,7 @@ use nix::unistd::Pid;
 use crate::needs::pg_server_bin;
 use crate::redis::free_port;
 
-/// How long [`Cluster::kill9`] waits for the killed processes to be gone.
+/// How long [`Cluster::kill9`] waits for the killed processes to die.
 const GONE_LIMIT: Duration = Duration::from_secs(60);
 
 /// A PostgreSQL server of the test's own, stopped when dropped.
@@ -148,14 +148,35 @@ impl Cluster {
     /// until it accepts connections (crash recovery included); false if it did not start,
     /// as on a corrupt data directory ([`Cluster::log_tail`] says why).
     pub fn try_start_again(&self) -> bool {
+        self.clear_dead_locks();
         self.pg_ctl(&["start"])
+    }
+
+    /// Removes the lock files (`postmaster.pid`, the socket's `.lock`) of a postmaster that
+    /// is dead but not yet reaped: PostgreSQL takes a zombie's pid for a live postmaster and
+    /// would refuse to start, where after a real power cut no such process is left. A lock
+    /// of a process that is gone PostgreSQL clears itself; one of a live process stays.
+    fn clear_dead_locks(&self) {
+        let socket_lock = self.run.path().join(format!(".s.PGSQL.{}.lock", self.port));
+        for lock in [self.data.join("postmaster.pid"), socket_lock] {
+            let Ok(file) = std::fs::read_to_string(&lock) else {
+                continue;
+            };
+            let Some(pid) = file.lines().next().and_then(|pid| pid.trim().parse().ok()) else {
+                continue;
+            };
+            if state(Pid::from_raw(pid)) == Some('Z') {
+                let _ = std::fs::remove_file(&lock);
+            }
+        }
     }
 
     /// SIGKILLs the postmaster and every process it started, as a power cut stops them: no
     /// shutdown, no checkpoint, not one more write (an immediate stop is none of these: it
-    /// signals the processes, which exit on their own). Waits until they are gone. The
-    /// postmaster is stopped first (SIGSTOP), so that it starts no process while its
-    /// children are killed. Nothing to do if the server is not running.
+    /// signals the processes, which exit on their own). Waits until they are dead, their
+    /// files closed (zombies, which their new parent reaps in its own time). The postmaster
+    /// is stopped first (SIGSTOP), so that it starts no process while its children are
+    /// killed. Nothing to do if the server is not running.
     pub fn kill9(&self) {
         let Some(postmaster) = self.postmaster() else {
             return;
@@ -171,11 +192,14 @@ impl Cluster {
         }
         let _ = kill(postmaster, Signal::SIGKILL);
         pids.push(postmaster);
-        // Gone, reaped by their new parent: then no process holds a file of the cluster.
-        let gone = poll(GONE_LIMIT, || pids.iter().all(|&pid| state(pid).is_none()));
+        // Dead: a zombie holds no file (nor memory, nor directory) of the cluster any more.
+        let dead = poll(GONE_LIMIT, || {
+            pids.iter()
+                .all(|&pid| state(pid).is_none_or(|state| state == 'Z'))
+        });
         assert!(
-            gone,
-            "the killed PostgreSQL processes {pids:?} are still there"
+            dead,
+            "the killed PostgreSQL processes {pids:?} are still alive"
         );
     }
 
