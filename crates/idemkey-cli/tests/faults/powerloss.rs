@@ -44,17 +44,17 @@ const MIN_CUTS: u64 = 10;
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [fuse])]
 async fn powerloss_campaign_sqlite_atomic() {
-    passes(run(Store::Sqlite, "atomic", &[], false).await);
+    passes(&run(Store::Sqlite, "atomic", &[], false).await);
 }
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [fuse])]
 async fn powerloss_campaign_sqlite_lease() {
-    passes(run(Store::Sqlite, "lease", &[], false).await);
+    passes(&run(Store::Sqlite, "lease", &[], false).await);
 }
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [fuse])]
 async fn powerloss_campaign_sqlite_lease_separate_completion() {
-    passes(run(Store::Sqlite, "lease", &["--separate-completion"], false).await);
+    passes(&run(Store::Sqlite, "lease", &["--separate-completion"], false).await);
 }
 
 /// The campaign on a disk whose syncs lie: its verification must report acknowledged answers
@@ -68,12 +68,12 @@ async fn powerloss_campaign_finds_losses_on_lying_syncs() {
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [fuse, pg_server])]
 async fn powerloss_campaign_postgres_atomic() {
-    passes(run(Store::Postgres, "atomic", &[], false).await);
+    passes(&run(Store::Postgres, "atomic", &[], false).await);
 }
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [fuse, pg_server])]
 async fn powerloss_campaign_postgres_lease() {
-    passes(run(Store::Postgres, "lease", &[], false).await);
+    passes(&run(Store::Postgres, "lease", &[], false).await);
 }
 
 /// The PostgreSQL campaign on a disk whose syncs lie: acknowledged answers must be found
@@ -87,7 +87,7 @@ async fn powerloss_campaign_postgres_finds_losses_on_lying_syncs() {
 }
 
 /// Nothing found, the database came back after every cut, and there were enough cuts.
-fn passes(outcome: Outcome) {
+fn passes(outcome: &Outcome) {
     assert_eq!(outcome.down, None, "the database came back after every cut");
     assert!(outcome.findings.is_empty(), "{:#?}", outcome.findings);
     assert_cuts(&outcome.stats);
