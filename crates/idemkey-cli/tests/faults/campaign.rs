@@ -1,7 +1,7 @@
 //! The crash campaign's moving parts: retrying clients, and a killer that SIGKILLs the server
 //! at random moments and restarts it on the same database (and the same port if it can),
 //! cutting the power of the filesystem under the database in between when there is one (the
-//! power-loss campaigns); then the verification, which returns what it found.
+//! power-loss campaigns: [`Power`]); then the verification, which returns what it found.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use idemkey_powerloss::PowerLossFs;
+use idemkey_powerloss::{Cut, PowerLossFs};
 use idemkey_test_support::db::Db;
 use idemkey_test_support::notes::{ALICE, create_titled};
 use idemkey_test_support::serve::{Serve, ServeSpec};
@@ -61,6 +61,21 @@ impl Plan {
     }
 }
 
+/// What the killer cuts the power of after each kill: the filesystem under the database, and
+/// whatever else runs on it (a database server, killed before the cut and started after it).
+pub(crate) trait Power: Send + Sync {
+    /// Cuts the power, once no process of the killed server uses the files, and brings the
+    /// database back. `Err`: it did not come back (a corrupt cluster), saying why; the
+    /// campaign ends there.
+    fn cut(&self) -> Result<Cut, String>;
+}
+
+impl Power for PowerLossFs {
+    fn cut(&self) -> Result<Cut, String> {
+        Ok(PowerLossFs::cut(self).unwrap())
+    }
+}
+
 /// What a client got for one key.
 #[derive(Clone, Debug)]
 pub(crate) struct Receipt {
@@ -77,6 +92,9 @@ pub(crate) struct Shared {
     pub(crate) done: AtomicUsize,
     pub(crate) stats: Mutex<BTreeMap<String, u64>>,
     pub(crate) violations: Mutex<Vec<String>>,
+    /// Why the database or the server did not come back after a power cut, if it did not:
+    /// the clients stop there, and nothing is left to verify.
+    pub(crate) down: Mutex<Option<String>>,
 }
 
 impl Shared {
@@ -102,6 +120,15 @@ impl Shared {
     fn violation(&self, what: String) {
         self.violations.lock().unwrap().push(what);
     }
+
+    fn is_down(&self) -> bool {
+        self.down.lock().unwrap().is_some()
+    }
+
+    fn went_down(&self, why: String) {
+        self.count("cut: did not come back");
+        *self.down.lock().unwrap() = Some(why);
+    }
 }
 
 /// One client: creates its keys one after the other, resending each until it gets a 201.
@@ -117,7 +144,9 @@ pub(crate) async fn client(
         let key = format!("c{n}-k{k}");
         let title = format!("crash {} {key}", plan.seed);
         let Some(id) = create_until_created(&http, &mut rng, &shared, &key, &title).await else {
-            shared.violation(format!("{key}: no 201 after {MAX_ATTEMPTS} attempts"));
+            if !shared.is_down() {
+                shared.violation(format!("{key}: no 201 after {MAX_ATTEMPTS} attempts"));
+            }
             break;
         };
         receipts.push(Receipt { key, title, id });
@@ -134,6 +163,9 @@ async fn create_until_created(
     title: &str,
 ) -> Option<String> {
     for _ in 0..MAX_ATTEMPTS {
+        if shared.is_down() {
+            return None;
+        }
         let timeout = rng.millis(100, 1500);
         let sent = create_titled(http, shared.addr(), ALICE, key, title)
             .timeout(timeout)
@@ -190,15 +222,17 @@ fn error_kind(error: &reqwest::Error) -> &'static str {
 /// Kills the server `plan.kills` times, spread over the clients' progress, each at a random
 /// moment; now and then also kills a fresh process during its startup. With `power`, the
 /// filesystem under the database, each kill is followed by a power cut, once no process
-/// uses its files. Returns the last server. Stops early only if the clients are done first.
+/// uses its files. Returns the last server. Stops early only if the clients are done first,
+/// or if after a cut the database or the server does not come back: then `None`, and
+/// [`Shared::down`] says why.
 pub(crate) async fn killer(
     spec: ServeSpec,
     plan: Plan,
     mut rng: Rng,
     shared: Arc<Shared>,
     mut server: Serve,
-    power: Option<Arc<PowerLossFs>>,
-) -> Serve {
+    power: Option<Arc<dyn Power>>,
+) -> Option<Serve> {
     // Each kill waits for a random share of its own slice of the keys, then a random delay,
     // so the kills spread over the whole run and land while requests are in flight.
     let slice = (plan.total() / (plan.kills + 1) / 2).max(2) as u64;
@@ -213,7 +247,9 @@ pub(crate) async fn killer(
             .await
             .unwrap();
         shared.count("kill: SIGKILL");
-        cut(power.as_ref(), &shared).await;
+        if !cut(power.as_ref(), &shared).await {
+            return None;
+        }
         if rng.one_in(5) {
             let early = rng.millis(0, 60);
             let spec = spec.clone();
@@ -221,30 +257,53 @@ pub(crate) async fn killer(
                 .await
                 .unwrap();
             shared.count("kill: SIGKILL during startup");
-            cut(power.as_ref(), &shared).await;
+            if !cut(power.as_ref(), &shared).await {
+                return None;
+            }
         }
-        server = start(spec.clone(), Some(addr)).await;
+        server = if power.is_some() {
+            // After a cut the database may be too damaged for a server to start on it.
+            let Some(server) = try_start(spec.clone(), Some(addr)).await else {
+                shared.went_down(format!(
+                    "the server did not start after a cut: {}",
+                    spec.log_tail()
+                ));
+                return None;
+            };
+            server
+        } else {
+            start(spec.clone(), Some(addr)).await
+        };
         if server.addr != addr {
             shared.count("restart: new port");
             *shared.addr.write().unwrap() = Some(server.addr);
         }
     }
-    server
+    Some(server)
 }
 
 /// Cuts the power of `power`, if there is one, counting what the cut dropped. The killed
-/// process is reaped by now: nothing uses the files.
-async fn cut(power: Option<&Arc<PowerLossFs>>, shared: &Shared) {
-    let Some(fs) = power.cloned() else {
-        return;
+/// process is reaped by now: nothing of it uses the files. False if the database did not
+/// come back ([`Shared::down`] says why).
+async fn cut(power: Option<&Arc<dyn Power>>, shared: &Shared) -> bool {
+    let Some(power) = power.cloned() else {
+        return true;
     };
-    let cut = tokio::task::spawn_blocking(move || fs.cut())
+    let cut = tokio::task::spawn_blocking(move || power.cut())
         .await
-        .unwrap()
         .unwrap();
     shared.count("cut: power");
-    shared.add("cut: bytes dropped", cut.bytes);
-    shared.add("cut: entries dropped", cut.entries);
+    match cut {
+        Ok(cut) => {
+            shared.add("cut: bytes dropped", cut.bytes);
+            shared.add("cut: entries dropped", cut.entries);
+            true
+        }
+        Err(why) => {
+            shared.went_down(format!("the database did not start after a cut: {why}"));
+            false
+        }
+    }
 }
 
 /// Waits until `threshold` keys are done; false once every key is.
@@ -272,27 +331,36 @@ fn kill_during_startup(spec: &ServeSpec, addr: SocketAddr, after: Duration) {
 
 /// Starts a server on `addr` (three tries: the old port may still be held), else anywhere.
 pub(crate) async fn start(spec: ServeSpec, addr: Option<SocketAddr>) -> Serve {
+    let log = spec.clone();
+    try_start(spec, addr)
+        .await
+        .unwrap_or_else(|| panic!("the server did not start: {}", log.log_tail()))
+}
+
+/// [`start`], or `None` if the server does not start anywhere.
+async fn try_start(spec: ServeSpec, addr: Option<SocketAddr>) -> Option<Serve> {
     tokio::task::spawn_blocking(move || {
         if let Some(addr) = addr {
             for _ in 0..3 {
                 if let Some(server) = spec.start_on(addr) {
-                    return server;
+                    return Some(server);
                 }
             }
         }
-        spec.start()
+        spec.start_on(SocketAddr::from(([127, 0, 0, 1], 0)))
     })
     .await
     .unwrap()
 }
 
 /// Runs the clients and the killer (cutting `power` after each kill, if given) to the end;
-/// returns the last server and every receipt.
+/// returns the last server (`None` if after a cut the database or the server did not come
+/// back: [`Shared::down`]) and every receipt.
 pub(crate) async fn drive(
     spec: &ServeSpec,
     plan: &Plan,
-    power: Option<Arc<PowerLossFs>>,
-) -> (Serve, Vec<Receipt>, Arc<Shared>) {
+    power: Option<Arc<dyn Power>>,
+) -> (Option<Serve>, Vec<Receipt>, Arc<Shared>) {
     let rng = Rng::new(plan.seed);
     let first = start(spec.clone(), None).await;
     let shared = Shared::new(first.addr);

@@ -127,6 +127,7 @@ async fn run(backend: Backend, mode: &str, extra: &[&str]) {
     let spec = ServeSpec::new(IDEMKEY, db.url(), &args).logged_in(dir.path());
     let started = Instant::now();
     let (server, receipts, shared) = campaign::drive(&spec, &plan, None).await;
+    let server = server.expect("no power cut: the server always starts again");
     let elapsed = started.elapsed();
     let violations = shared.violations.lock().unwrap().clone();
     assert!(

@@ -1,7 +1,8 @@
 //! What `idemkey serve` does when what sits under it fails: store errors at each step, dropped
 //! and lost PostgreSQL replies, a restarted PostgreSQL, a read-only or full SQLite disk, stale
 //! owners frozen past their lease, the crash campaign's random SIGKILLs, and the power-loss
-//! campaigns' SIGKILLs each followed by a power cut of the filesystem under SQLite.
+//! campaigns' SIGKILLs each followed by a power cut of the filesystem under SQLite or under a
+//! private PostgreSQL (killed whole with it).
 //!
 //! Tests that need PostgreSQL, root, ext4, FUSE or PostgreSQL's server binaries say so
 //! (`needs = [...]`): without them they are ignored, and they fail when `CI` is set.

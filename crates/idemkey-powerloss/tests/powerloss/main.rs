@@ -1,8 +1,10 @@
 //! The power-loss filesystem mounted for real (root and `/dev/fuse`: `needs = [fuse]`): what a
-//! cut drops and keeps of files, directory entries and a SQLite database in WAL mode.
+//! cut drops and keeps of files, directory entries, a SQLite database in WAL mode and a
+//! PostgreSQL cluster (`needs = [fuse, pg_server]`).
 #![allow(clippy::unwrap_used)]
 
 mod files;
+mod postgres;
 mod sqlite;
 
 use std::path::Path;
