@@ -32,27 +32,27 @@ pub(crate) struct Plan {
 
 impl Plan {
     pub(crate) fn from_env() -> Self {
-        Self {
-            seed: Rng::seed_from_env("IDEMKEY_CRASH_SEED"),
-            clients: env_or("IDEMKEY_CRASH_CLIENTS", 4) as usize,
-            keys: env_or("IDEMKEY_CRASH_KEYS", 100) as usize,
-            kills: env_or("IDEMKEY_CRASH_KILLS", 30) as usize,
-            max_delay_ms: env_or("IDEMKEY_CRASH_MAX_DELAY_MS", 10),
-            lease: std::env::var("IDEMKEY_CRASH_LEASE").unwrap_or_else(|_| "1s".into()),
-        }
+        Self::read("IDEMKEY_CRASH", "KILLS", (100, 30))
     }
 
     /// The power-loss campaigns' plan, from `IDEMKEY_POWERLOSS_*` variables: `CUTS` is the
     /// number of kills, each followed by a cut. Smaller than the crash campaign's by default,
     /// as each cut also remounts.
     pub(crate) fn powerloss_from_env() -> Self {
+        Self::read("IDEMKEY_POWERLOSS", "CUTS", (60, 12))
+    }
+
+    /// The plan from `{prefix}_*` variables (`{prefix}_{kills}` the number of kills), with
+    /// `(keys, kills)` as the defaults of those two.
+    fn read(prefix: &str, kills: &str, (default_keys, default_kills): (u64, u64)) -> Self {
+        let var = |name: &str| format!("{prefix}_{name}");
         Self {
-            seed: Rng::seed_from_env("IDEMKEY_POWERLOSS_SEED"),
-            clients: env_or("IDEMKEY_POWERLOSS_CLIENTS", 4) as usize,
-            keys: env_or("IDEMKEY_POWERLOSS_KEYS", 60) as usize,
-            kills: env_or("IDEMKEY_POWERLOSS_CUTS", 12) as usize,
-            max_delay_ms: env_or("IDEMKEY_POWERLOSS_MAX_DELAY_MS", 10),
-            lease: std::env::var("IDEMKEY_POWERLOSS_LEASE").unwrap_or_else(|_| "1s".into()),
+            seed: Rng::seed_from_env(&var("SEED")),
+            clients: env_or(&var("CLIENTS"), 4) as usize,
+            keys: env_or(&var("KEYS"), default_keys) as usize,
+            kills: env_or(&var(kills), default_kills) as usize,
+            max_delay_ms: env_or(&var("MAX_DELAY_MS"), 10),
+            lease: std::env::var(var("LEASE")).unwrap_or_else(|_| "1s".into()),
         }
     }
 
