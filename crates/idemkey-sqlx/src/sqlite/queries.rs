@@ -420,7 +420,7 @@ fn held<'q>(
 fn liveness<'q>(
     query: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
 ) -> sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments> {
-    super::steady::bound(query)
+    query.bind(super::steady::now_ms())
 }
 
 fn token_of(row: Option<sqlx::sqlite::SqliteRow>) -> Result<Option<i64>> {

@@ -30,13 +30,6 @@ pub(super) fn now_ms() -> i64 {
     i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// Binds the steady clock's now as the query's next parameter.
-pub(super) fn bound<'q>(
-    query: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
-) -> sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments> {
-    query.bind(now_ms())
-}
-
 #[cfg(test)]
 mod tests {
     #[test]
