@@ -13,6 +13,7 @@
 //! succeeds again (503 `store-unavailable`), since a claim naming a lapsed owner would be
 //! stale as soon as it is made.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -53,8 +54,11 @@ impl OwnerHeartbeat {
     /// not only at the first claim. An owner is judged lapsed only while beats come (the run
     /// of beats must be unbroken now), so a process that only looks records up, and never
     /// claims, must beat too for others' dead claims to be taken over.
+    /// One attempt at a time: while one is on its way (a store that is down may take a grace
+    /// to refuse it), later requests start none of their own.
     pub(crate) fn start_soon<St: Store>(&self, store: &St) {
-        if self.0.started.initialized() {
+        let liveness = &self.0;
+        if liveness.started.initialized() || liveness.starting.swap(true, Ordering::SeqCst) {
             return;
         }
         let (heartbeat, store) = (self.clone(), store.clone());
@@ -62,6 +66,7 @@ impl OwnerHeartbeat {
             if let Err(err) = heartbeat.0.owner(&store).await {
                 tracing::warn!(error = %err, "could not start the owner heartbeat; will retry");
             }
+            heartbeat.0.starting.store(false, Ordering::SeqCst);
         });
     }
 }
@@ -72,6 +77,8 @@ pub(crate) struct Liveness {
     owner: OwnerId,
     grace: Duration,
     started: OnceCell<Arc<OwnerMark>>,
+    /// Whether a [`OwnerHeartbeat::start_soon`] attempt is on its way.
+    starting: AtomicBool,
 }
 
 /// Until when this process trusts its own heartbeat, by its own clock.
@@ -109,6 +116,7 @@ impl Liveness {
             owner: OwnerId::new(),
             grace,
             started: OnceCell::new(),
+            starting: AtomicBool::new(false),
         }
     }
 
