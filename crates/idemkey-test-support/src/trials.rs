@@ -66,6 +66,16 @@ pub enum Verdict {
     Ignore(String),
 }
 
+/// Whether the `CI` variable's value says this is CI: set, and neither empty nor `false` or
+/// `0` (as CI services and tools read it), so `CI=false` runs a developer's suite with its
+/// ignores.
+pub fn in_ci(value: Option<&str>) -> bool {
+    value.is_some_and(|value| {
+        let value = value.trim();
+        !(value.is_empty() || value == "0" || value.eq_ignore_ascii_case("false"))
+    })
+}
+
 /// The decision: a test whose needs are met runs; one with a need missing is ignored, with
 /// the reasons, unless `in_ci`, where it must run (and fails, saying what is missing).
 pub fn decide(missing: &[&str], in_ci: bool) -> Verdict {
@@ -91,7 +101,7 @@ impl Test {
             .iter()
             .filter_map(|need| need.missing())
             .collect();
-        decide(&missing, std::env::var_os("CI").is_some())
+        decide(&missing, in_ci(std::env::var("CI").ok().as_deref()))
     }
 
     /// Runs the test; a panic in it propagates, and is the trial's failure.
@@ -125,8 +135,18 @@ fn build(runtime: Runtime) -> std::io::Result<tokio::runtime::Runtime> {
 /// but when `--ignored` or `--include-ignored` asked for the ignored tests, it must be marked
 /// ignored beforehand, for libtest-mimic to select it, and it then runs.
 fn trial(test: &'static Test, run_ignored: bool) -> Trial {
-    if test.ignored.is_some() {
-        return Trial::test(test.name(), || test.run()).with_ignored_flag(true);
+    if let Some(reason) = test.ignored {
+        if run_ignored {
+            return Trial::test(test.name(), || test.run()).with_ignored_flag(true);
+        }
+        // Reported as ignored with the attribute's reason, as libtest shows it.
+        return Trial::ignorable_test(test.name(), move || {
+            Ok(if reason.is_empty() {
+                Completion::ignored()
+            } else {
+                Completion::ignored_with(reason)
+            })
+        });
     }
     if run_ignored {
         let ignored = test.verdict() != Verdict::Run;
@@ -154,7 +174,7 @@ pub fn main() -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::{Verdict, decide};
+    use super::{Verdict, decide, in_ci};
 
     const NO_PG: &str = "no PostgreSQL";
 
@@ -169,6 +189,23 @@ mod tests {
         assert_eq!(decide(&[NO_PG], false), Verdict::Ignore(NO_PG.to_owned()));
         let both = decide(&[NO_PG, "no Redis"], false);
         assert_eq!(both, Verdict::Ignore("no PostgreSQL; no Redis".to_owned()));
+    }
+
+    #[test]
+    fn ci_is_a_set_variable_that_does_not_say_false() {
+        for yes in ["true", "1", "yes", "github-actions"] {
+            assert!(in_ci(Some(yes)), "{yes}");
+        }
+        for no in [
+            None,
+            Some(""),
+            Some("false"),
+            Some("FALSE"),
+            Some("0"),
+            Some(" false "),
+        ] {
+            assert!(!in_ci(no), "{no:?}");
+        }
     }
 
     #[test]
