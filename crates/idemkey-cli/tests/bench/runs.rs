@@ -21,6 +21,25 @@ fn report(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
+/// Every side of every workload sent requests and counted no error: the bench exits 0 with
+/// errors (only the storm's check fails a run), so a run "without errors" must be read.
+fn assert_no_errors(report: &Value) {
+    for workload in report["workloads"].as_array().unwrap() {
+        for side in workload["sides"].as_array().unwrap() {
+            assert!(
+                side["requests"].as_u64().unwrap() > 0,
+                "no requests: {side}"
+            );
+            assert_eq!(
+                side["errors"].as_u64(),
+                Some(0),
+                "{}: {side}",
+                workload["name"]
+            );
+        }
+    }
+}
+
 fn assert_shape(report: &Value, workloads: &[&str]) {
     let names: Vec<&str> = report["workloads"]
         .as_array()
@@ -140,6 +159,7 @@ fn ceiling_and_layer_run_without_errors() {
     );
     let report = report(&json);
     assert_shape(&report, &["ceiling", "layer"]);
+    assert_no_errors(&report);
     assert_eq!(report["workloads"][1]["sides"].as_array().unwrap().len(), 6);
     assert!(ratio(&report, "lease create / raw two-row").is_object());
 }
