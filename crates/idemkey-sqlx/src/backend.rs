@@ -49,7 +49,7 @@ pub trait Backend: Database + Sealed {
     fn default_settings(pool: &Pool<Self>) -> Self::Settings;
 
     /// Opens a write transaction that will not fail to upgrade later (SQLite:
-    /// `BEGIN IMMEDIATE`, at the configured sync level: see [`Self::settle`]).
+    /// `BEGIN IMMEDIATE`, at the configured sync level: see [`Self::restore_sync`]).
     fn begin_write(
         pool: &Pool<Self>,
         settings: &Self::Settings,
@@ -239,7 +239,7 @@ pub trait Backend: Database + Sealed {
     /// write that [`Self::relax`] relaxed left it so: before any write that is not grouped.
     /// Only SQLite relaxes; there, grouped writes in a row leave the connection relaxed and
     /// cost no statement to switch.
-    fn settle(
+    fn restore_sync(
         conn: &mut Self::Connection,
         settings: &Self::Settings,
     ) -> impl Future<Output = Result<()>> + Send {

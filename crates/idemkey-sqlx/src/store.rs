@@ -377,7 +377,7 @@ impl<DB: Backend> SqlxStore<DB> {
     pub async fn write_conn(&self) -> Result<PoolConnection<DB>> {
         DB::writable(&self.settings)?;
         let mut conn = self.writer.acquire().await.map_err(store_error::<DB>)?;
-        DB::settle(&mut conn, &self.settings).await?;
+        DB::restore_sync(&mut conn, &self.settings).await?;
         Ok(conn)
     }
 }

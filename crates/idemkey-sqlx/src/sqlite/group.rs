@@ -39,7 +39,7 @@ pub(crate) struct Grouping {
     /// Whether the writer's connection may be at `synchronous = NORMAL`. It changes only
     /// while the writer's one connection is held: a grouped write relaxes the connection
     /// unless it is relaxed already, and any other write puts the configured level back
-    /// before it begins (`Backend::settle`). Grouped writes in a row so cost no `PRAGMA`.
+    /// before it begins (`Backend::restore_sync`). Grouped writes in a row so cost no `PRAGMA`.
     relaxed: AtomicBool,
 }
 

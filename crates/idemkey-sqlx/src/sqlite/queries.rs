@@ -270,7 +270,7 @@ impl Backend for Sqlite {
         Ok(true)
     }
 
-    async fn settle(conn: &mut Self::Connection, settings: &SqliteSettings) -> Result<()> {
+    async fn restore_sync(conn: &mut Self::Connection, settings: &SqliteSettings) -> Result<()> {
         let Some(restore) = settings.grouping.take_restore() else {
             return Ok(());
         };
@@ -317,7 +317,7 @@ impl Backend for Sqlite {
     ) -> Result<Transaction<'static, Self>> {
         let mut conn = pool.acquire().await.map_err(store_error)?;
         // Before the transaction: SQLite does not let one change its sync level.
-        Self::settle(&mut conn, settings).await?;
+        Self::restore_sync(&mut conn, settings).await?;
         // A deferred transaction that upgrades to a writer fails with SQLITE_BUSY under
         // concurrency, busy timeout or not; IMMEDIATE takes the write lock up front.
         Self::begin_write_with(conn).await
