@@ -6,10 +6,13 @@
 //! - `mod.rs`: the store's alias (`SqliteStore`, `PgStore`, `MySqlStore`), its `connect_options`,
 //!   `connect`, `connect_with` and `migrate` (its migrations under `migrations/<backend>`),
 //!   anything its pool needs, and `impl Sealed`.
-//! - `queries.rs`: the SQL constants and `impl Backend`, whose fenced statements come from
-//!   `crate::statements` (`fenced_statements!`, `claim_with!`) with the folder's typed helpers
-//!   (`scoped`, `held`, `token_of`) in scope. MySQL writes its own: it has no `RETURNING`,
-//!   and its placeholders are bound in the order they appear.
+//! - `queries.rs`: the SQL constants and `impl Backend`, whose fenced statements, SQL and
+//!   all, come from `crate::statements` (`fenced_statements!`) read through the folder's
+//!   `dialect!` (its clock, null-safe equality and placeholders), and whose other statements'
+//!   code comes from there too (`plain_statements!`; `upsert_statements!` and `claim_with!`
+//!   where upserts return what they did) with the folder's SQL constants named. MySQL writes
+//!   its claim, commit-time's record and heartbeat itself: it has no `RETURNING`, and a
+//!   plain `INSERT`'s duplicate key is the claim's arbiter.
 //! - `error.rs`: `store_error` for the backend, and the rules that read the database's own
 //!   codes, reached only through the trait: [`Backend::is_unavailable`],
 //!   [`Backend::is_retryable`], [`Backend::commit_error`] (and [`Backend::note_error`] where

@@ -6,12 +6,13 @@
 //! left alone (sqlx connects with `CLIENT_FOUND_ROWS`: both count 1). A claim is a plain
 //! `INSERT`; the duplicate key (1062) is the arbiter's answer, after which the record is read,
 //! and an expired one replaced by an `UPDATE` fenced on its expiry. Placeholders are `?`,
-//! bound in the order they appear.
+//! bound in the order they appear; the fenced statements are the ones written once for every
+//! backend (`crate::statements`), read through this file's `dialect!`.
 
 use std::time::Instant;
 
 use idemkey_core::{
-    Claim, ClaimRequest, Error, Record, RecordId, Result, Scope, StoredResponse, TryClaim,
+    ClaimRequest, Error, Record, RecordId, Result, Scope, StoredResponse, TryClaim,
 };
 use sqlx::mysql::{MySqlArguments, MySqlConnection};
 use sqlx::pool::PoolConnection;
@@ -20,7 +21,7 @@ use sqlx::{AssertSqlSafe, MySql, Pool, SqlSafeStr, Transaction};
 use super::error::{is_duplicate_key, is_lock_wait_ended, store_error};
 use super::wait::{self, MySqlSettings};
 use crate::error::millis;
-use crate::row::{RecordRow, fenced, into_record};
+use crate::row::{RecordRow, into_record};
 use crate::{Backend, SqlxStore};
 
 /// The database clock in milliseconds since the Unix epoch: the statement's start
@@ -70,6 +71,26 @@ macro_rules! owner_lapsed {
             now!(),
             ")"
         )
+    };
+}
+
+/// How the statements written once for every backend (`crate::statements`) read here: `?`
+/// placeholders, bound in the order they appear, and `<=>` for null-safe equality.
+macro_rules! dialect {
+    (now) => {
+        now!()
+    };
+    (from_clock) => {
+        ""
+    };
+    (same) => {
+        "<=>"
+    };
+    (param $n:literal) => {
+        "?"
+    };
+    (owner_lapsed $n:literal) => {
+        owner_lapsed!()
     };
 }
 
@@ -165,56 +186,6 @@ const COMPLETED_EXPIRED: &str = concat!(
     scope!(),
     " AND expires_at <= ",
     now!()
-);
-
-// The fenced statements: sqlx connects with `CLIENT_FOUND_ROWS`, so an update counts the
-// rows its condition matched, even one it left unchanged (an extension in the same
-// millisecond), and `fenced` sees 1 exactly when the claim still holds.
-const RECLAIM: &str = concat!(
-    "UPDATE idemkey_records SET token = token + 1, state = 0, lease_until = ",
-    now!(),
-    " + ?, expires_at = ",
-    now!(),
-    " + ? + ?, owner = ?, owner_record = ?, owner_token = ? WHERE ",
-    scope!(),
-    " AND record_id = ? AND token = ? AND (state = 1 OR (state = 0 AND (lease_until <= ",
-    now!(),
-    " OR ",
-    owner_lapsed!(),
-    "))) AND expires_at > ",
-    now!()
-);
-
-const COMPLETE: &str = concat!(
-    "UPDATE idemkey_records SET state = 2, response = ?, lease_until = NULL, expires_at = ",
-    now!(),
-    " + ? WHERE ",
-    scope!(),
-    " AND record_id = ? AND token = ? AND state = 0 AND owner <=> ?"
-);
-
-const RELEASE: &str = concat!(
-    "UPDATE idemkey_records SET state = 1, lease_until = NULL, expires_at = ",
-    now!(),
-    " + ? WHERE ",
-    scope!(),
-    " AND record_id = ? AND token = ? AND state = 0 AND owner <=> ?"
-);
-
-const DISCARD: &str = concat!(
-    "DELETE FROM idemkey_records WHERE ",
-    scope!(),
-    " AND record_id = ? AND token = ? AND state = 0 AND owner <=> ?"
-);
-
-const EXTEND: &str = concat!(
-    "UPDATE idemkey_records SET lease_until = ",
-    now!(),
-    " + ?, expires_at = ",
-    now!(),
-    " + ? + ? WHERE ",
-    scope!(),
-    " AND record_id = ? AND token = ? AND state = 0 AND owner <=> ?"
 );
 
 const FORGET: &str = concat!("DELETE FROM idemkey_records WHERE ", scope!());
@@ -383,57 +354,10 @@ impl Backend for MySql {
         }
     }
 
-    async fn reclaim(
-        conn: &mut MySqlConnection,
-        request: &ClaimRequest,
-        seen: &Record,
-    ) -> Result<Option<Claim>> {
-        let acquired = Instant::now();
-        let reclaimed = sqlx::query(RECLAIM)
-            .bind(millis(request.lease))
-            .bind(millis(request.lease))
-            .bind(millis(request.retention))
-            .bind(owner_bytes(request))
-            .bind(seen.record_id.as_bytes().as_slice())
-            .bind(seen.token + 1);
-        let reclaimed = in_scope(reclaimed, &request.scope)
-            .bind(seen.record_id.as_bytes().as_slice())
-            .bind(seen.token);
-        let token = seen.token + 1;
-        // The condition held `token` to what was seen, so the new one is the next.
-        Ok((rows(reclaimed, conn).await? == 1)
-            .then(|| request.grant(seen.record_id, token, acquired, Some(seen))))
-    }
-
-    async fn complete(
-        conn: &mut MySqlConnection,
-        claim: &Claim,
-        response: &StoredResponse,
-    ) -> Result<()> {
-        let done = sqlx::query(COMPLETE)
-            .bind(response.encode())
-            .bind(millis(claim.retention));
-        fenced(held(done, claim, conn).await?)
-    }
-
-    async fn release(conn: &mut MySqlConnection, claim: &Claim) -> Result<()> {
-        let done = sqlx::query(RELEASE).bind(millis(claim.retention));
-        fenced(held(done, claim, conn).await?)
-    }
-
-    async fn discard(conn: &mut MySqlConnection, claim: &Claim) -> Result<()> {
-        fenced(held(sqlx::query(DISCARD), claim, conn).await?)
-    }
-
-    async fn extend(conn: &mut MySqlConnection, claim: &mut Claim) -> Result<()> {
-        let acquired = Instant::now();
-        let done = sqlx::query(EXTEND)
-            .bind(millis(claim.lease))
-            .bind(millis(claim.lease))
-            .bind(millis(claim.retention));
-        fenced(held(done, claim, conn).await?)?;
-        claim.acquired = acquired;
-        Ok(())
+    crate::statements::fenced_statements! {
+        database: MySql,
+        dialect: dialect,
+        liveness: std::convert::identity,
     }
 
     async fn beat(
@@ -455,73 +379,14 @@ impl Backend for MySql {
         Ok(())
     }
 
-    async fn forget(conn: &mut MySqlConnection, scope: &Scope) -> Result<bool> {
-        let done = scoped(FORGET, scope)
-            .execute(conn)
-            .await
-            .map_err(store_error)?;
-        Ok(done.rows_affected() > 0)
-    }
-
-    async fn forget_version(
-        conn: &mut MySqlConnection,
-        scope: &Scope,
-        version: &str,
-    ) -> Result<bool> {
-        let done = scoped(FORGET_VERSION, scope)
-            .bind(version)
-            .execute(conn)
-            .await
-            .map_err(store_error)?;
-        Ok(done.rows_affected() > 0)
-    }
-
-    async fn forget_actor(conn: &mut MySqlConnection, actor: &str, batch: u32) -> Result<u64> {
-        let done = sqlx::query(FORGET_ACTOR)
-            .bind(actor)
-            .bind(i64::from(batch))
-            .execute(conn)
-            .await
-            .map_err(store_error)?;
-        Ok(done.rows_affected())
-    }
-
-    async fn sweep(conn: &mut MySqlConnection, batch: u32) -> Result<u64> {
-        let done = sqlx::query(SWEEP)
-            .bind(i64::from(batch))
-            .execute(conn)
-            .await
-            .map_err(store_error)?;
-        Ok(done.rows_affected())
-    }
-
-    async fn actor_usage(
-        conn: &mut MySqlConnection,
-        actor: &str,
-    ) -> Result<idemkey_core::ActorUsage> {
-        let (records, bytes, next_ms): (i64, i64, i64) = sqlx::query_as(ACTOR_USAGE)
-            .bind(actor)
-            .fetch_one(conn)
-            .await
-            .map_err(store_error)?;
-        let count = |n: i64| u64::try_from(n).unwrap_or(0);
-        Ok(idemkey_core::ActorUsage {
-            records: count(records),
-            bytes: count(bytes),
-            next_expiry: std::time::Duration::from_millis(count(next_ms)),
-        })
-    }
-
-    async fn load_secret(conn: &mut MySqlConnection, candidate: &[u8]) -> Result<Vec<u8>> {
-        sqlx::query(SECRET_INSERT)
-            .bind(candidate)
-            .execute(&mut *conn)
-            .await
-            .map_err(store_error)?;
-        sqlx::query_scalar(SECRET_SELECT)
-            .fetch_one(conn)
-            .await
-            .map_err(store_error)
+    crate::statements::plain_statements! {
+        database: MySql,
+        forget: FORGET,
+        forget_version: FORGET_VERSION,
+        forget_actor: FORGET_ACTOR,
+        sweep: SWEEP,
+        actor_usage: ACTOR_USAGE,
+        secret: (SECRET_INSERT, SECRET_SELECT),
     }
 
     fn duplicate_wait(settings: &MySqlSettings) -> std::time::Duration {
@@ -664,12 +529,16 @@ async fn rows(query: Query<'_>, conn: &mut MySqlConnection) -> Result<u64> {
     Ok(done.rows_affected())
 }
 
-/// Runs `query`, whose values are bound, on the claim's record: scope, record id, token,
-/// owner.
-async fn held(query: Query<'_>, claim: &Claim, conn: &mut MySqlConnection) -> Result<u64> {
-    let query = in_scope(query, &claim.scope)
-        .bind(claim.record_id.as_bytes().as_slice())
-        .bind(claim.token)
-        .bind(crate::statements::owned(claim));
-    rows(query, conn).await
+#[cfg(test)]
+mod tests {
+    /// The fence as MySQL reads it: `?` placeholders, bound in the order they appear, and
+    /// `<=>` for the owner, who may be none.
+    #[test]
+    fn the_fence_reads_in_mysql() {
+        assert_eq!(
+            crate::statements::discard_sql!(dialect),
+            "DELETE FROM idemkey_records WHERE actor = ? AND operation = ? AND idem_key = ? \
+             AND record_id = ? AND token = ? AND state = 0 AND owner <=> ?"
+        );
+    }
 }

@@ -1,17 +1,14 @@
 //! The SQL of the PostgreSQL store, on any connection: the store's own short transactions in
 //! lease mode, or the caller's transaction in atomic mode.
 
-use std::time::Instant;
-
-use idemkey_core::{Claim, ClaimRequest, Error, Record, Result, Scope, StoredResponse, TryClaim};
+use idemkey_core::{ClaimRequest, Error, Record, Result, Scope, TryClaim};
 use sqlx::pool::PoolConnection;
-use sqlx::postgres::{PgArguments, PgConnection, PgRow};
-use sqlx::{Pool, Postgres, Row, Transaction};
+use sqlx::postgres::{PgArguments, PgConnection};
+use sqlx::{Pool, Postgres, Transaction};
 
 use super::error::store_error;
 use super::wait::{self, PgSettings};
-use crate::error::millis;
-use crate::row::{RecordRow, fenced, into_record};
+use crate::row::{RecordRow, into_record};
 use crate::{Backend, SqlxStore};
 
 /// The database clock in milliseconds since the Unix epoch, read once per statement as
@@ -42,6 +39,27 @@ macro_rules! owner_lapsed {
             "AND b.id = 1 AND b.since + o.grace <= clock.t ",
             "AND b.last_beat + o.grace * 2 / 5 > clock.t)"
         )
+    };
+}
+
+/// How the statements written once for every backend (`crate::statements`) read here:
+/// numbered `$N` placeholders, `IS NOT DISTINCT FROM` for null-safe equality, and the clock
+/// read once per statement (`clock.t`).
+macro_rules! dialect {
+    (now) => {
+        "clock.t"
+    };
+    (from_clock) => {
+        concat!(" FROM ", clock!())
+    };
+    (same) => {
+        "IS NOT DISTINCT FROM"
+    };
+    (param $n:literal) => {
+        concat!("$", $n)
+    };
+    (owner_lapsed $n:literal) => {
+        owner_lapsed!()
     };
 }
 
@@ -100,46 +118,6 @@ const INSERT_COMPLETED: &str = concat!(
     "created_at = excluded.created_at, request_id = excluded.request_id, ",
     "response = excluded.response ",
     "WHERE idemkey_records.expires_at <= excluded.created_at RETURNING token"
-);
-
-const RECLAIM: &str = concat!(
-    "UPDATE idemkey_records SET token = token + 1, state = 0, lease_until = clock.t + $6, ",
-    "expires_at = clock.t + $6 + $7, owner = $8, owner_record = record_id, ",
-    "owner_token = token + 1 FROM ",
-    clock!(),
-    " WHERE actor = $1 AND operation = $2 AND idem_key = $3 AND record_id = $4 AND token = $5 ",
-    "AND (state = 1 OR (state = 0 AND (lease_until <= clock.t OR ",
-    owner_lapsed!(),
-    "))) AND expires_at > clock.t RETURNING token"
-);
-
-const COMPLETE: &str = concat!(
-    "UPDATE idemkey_records SET state = 2, response = $6, lease_until = NULL, ",
-    "expires_at = clock.t + $7 FROM ",
-    clock!(),
-    " WHERE actor = $1 AND operation = $2 AND idem_key = $3 AND record_id = $4 AND token = $5 ",
-    "AND state = 0 AND owner IS NOT DISTINCT FROM $8"
-);
-
-const RELEASE: &str = concat!(
-    "UPDATE idemkey_records SET state = 1, lease_until = NULL, expires_at = clock.t + $6 FROM ",
-    clock!(),
-    " WHERE actor = $1 AND operation = $2 AND idem_key = $3 AND record_id = $4 AND token = $5 ",
-    "AND state = 0 AND owner IS NOT DISTINCT FROM $7"
-);
-
-const DISCARD: &str = concat!(
-    "DELETE FROM idemkey_records ",
-    "WHERE actor = $1 AND operation = $2 AND idem_key = $3 AND record_id = $4 AND token = $5 ",
-    "AND state = 0 AND owner IS NOT DISTINCT FROM $6"
-);
-
-const EXTEND: &str = concat!(
-    "UPDATE idemkey_records SET lease_until = clock.t + $6, expires_at = clock.t + $6 + $7 ",
-    "FROM ",
-    clock!(),
-    " WHERE actor = $1 AND operation = $2 AND idem_key = $3 AND record_id = $4 AND token = $5 ",
-    "AND state = 0 AND owner IS NOT DISTINCT FROM $8"
 );
 
 const FORGET_VERSION: &str = "DELETE FROM idemkey_records WHERE actor = $1 AND operation = $2 AND idem_key = $3 AND version = $4";
@@ -264,7 +242,28 @@ impl Backend for Postgres {
         claim_with(conn, request, CLAIM).await
     }
 
-    crate::statements::fenced_statements!();
+    crate::statements::fenced_statements! {
+        database: Postgres,
+        dialect: dialect,
+        liveness: liveness,
+    }
+
+    crate::statements::upsert_statements! {
+        database: Postgres,
+        insert_completed: INSERT_COMPLETED,
+        beat: (BEAT, BEATS_RUN, OWNERS_SWEEP),
+        liveness: liveness,
+    }
+
+    crate::statements::plain_statements! {
+        database: Postgres,
+        forget: FORGET,
+        forget_version: FORGET_VERSION,
+        forget_actor: FORGET_ACTOR,
+        sweep: SWEEP,
+        actor_usage: ACTOR_USAGE,
+        secret: (SECRET_INSERT, SECRET_SELECT),
+    }
 
     fn duplicate_wait(settings: &PgSettings) -> std::time::Duration {
         settings.claim_lock_timeout()
@@ -296,22 +295,6 @@ pub(super) async fn claim_restoring(
     claim_with(conn, request, CLAIM_RESTORING).await
 }
 
-fn scoped<'q>(
-    sql: &'static str,
-    scope: &'q Scope,
-) -> sqlx::query::Query<'q, Postgres, PgArguments> {
-    sqlx::query(sql)
-        .bind(scope.actor.as_str())
-        .bind(scope.operation.as_str())
-        .bind(scope.key.as_str())
-}
-
-fn held<'q>(sql: &'static str, claim: &'q Claim) -> sqlx::query::Query<'q, Postgres, PgArguments> {
-    scoped(sql, &claim.scope)
-        .bind(claim.record_id.as_bytes().as_slice())
-        .bind(claim.token)
-}
-
 /// PostgreSQL judges the owners' heartbeats by its own clock, one for every process: nothing
 /// to bind.
 fn liveness<'q>(
@@ -320,8 +303,20 @@ fn liveness<'q>(
     query
 }
 
-fn token_of(row: Option<PgRow>) -> Result<Option<i64>> {
-    row.map(|row| row.try_get(0))
-        .transpose()
-        .map_err(store_error)
+#[cfg(test)]
+mod tests {
+    /// The fence as PostgreSQL reads it: numbered placeholders, `IS NOT DISTINCT FROM` for the
+    /// owner, who may be none, and the clock read once for the statement.
+    #[test]
+    fn the_fence_reads_in_postgresql() {
+        assert_eq!(
+            crate::statements::release_sql!(dialect),
+            concat!(
+                "UPDATE idemkey_records SET state = 1, lease_until = NULL, expires_at = clock.t + $1 ",
+                "FROM (SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS t) AS clock ",
+                "WHERE actor = $2 AND operation = $3 AND idem_key = $4 AND record_id = $5 ",
+                "AND token = $6 AND state = 0 AND owner IS NOT DISTINCT FROM $7"
+            )
+        );
+    }
 }

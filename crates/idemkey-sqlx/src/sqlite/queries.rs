@@ -4,13 +4,12 @@
 use std::time::Instant;
 
 use futures_util::StreamExt;
-use idemkey_core::{Claim, ClaimRequest, Error, Record, Result, Scope, StoredResponse, TryClaim};
-use sqlx::{Either, Pool, Row, Sqlite, Transaction};
+use idemkey_core::{ClaimRequest, Record, Result, Scope, StoredResponse, TryClaim};
+use sqlx::{Either, Pool, Sqlite, Transaction};
 
 use super::SqliteSettings;
 use super::error::store_error;
-use crate::error::millis;
-use crate::row::{RecordRow, fenced, into_record};
+use crate::row::{RecordRow, into_record};
 use crate::{Backend, Folded};
 
 /// The database clock in milliseconds since the Unix epoch.
@@ -31,7 +30,7 @@ macro_rules! now {
 /// heartbeat row, or one that a binary judging by the wall clock wrote) leaves the claim to
 /// its lease.
 macro_rules! owner_lapsed {
-    ($now:literal) => {
+    ($now:expr) => {
         concat!(
             crate::statements::owner_named!(),
             "EXISTS (SELECT 1 FROM idemkey_owners o, idemkey_beats b ",
@@ -43,6 +42,26 @@ macro_rules! owner_lapsed {
             $now,
             ")"
         )
+    };
+}
+
+/// How the statements written once for every backend (`crate::statements`) read here:
+/// numbered `?N` placeholders, `IS` for null-safe equality, and the steady clock bound last.
+macro_rules! dialect {
+    (now) => {
+        now!()
+    };
+    (from_clock) => {
+        ""
+    };
+    (same) => {
+        "IS"
+    };
+    (param $n:literal) => {
+        concat!("?", $n)
+    };
+    (owner_lapsed $n:literal) => {
+        owner_lapsed!(concat!("?", $n))
     };
 }
 
@@ -115,57 +134,6 @@ const INSERT_COMPLETED: &str = concat!(
 // sqlx 0.9 runs such a query as one command, though it marks several statements in one query
 // deprecated (launchbadge/sqlx#3108); `tests/stores/sqlite/folded.rs` fails if an upgrade stops it.
 const INSERT_COMPLETED_COMMIT: &str = concat!(insert_completed!(), "; COMMIT; BEGIN");
-
-const RECLAIM: &str = concat!(
-    "UPDATE idemkey_records SET token = token + 1, state = 0, lease_until = ",
-    now!(),
-    " + ?6, ",
-    "expires_at = ",
-    now!(),
-    " + ?6 + ?7, owner = ?8, owner_record = record_id, owner_token = token + 1 ",
-    "WHERE actor = ?1 AND operation = ?2 AND idem_key = ?3 AND record_id = ?4 AND token = ?5 ",
-    "AND (state = 1 OR (state = 0 AND (lease_until <= ",
-    now!(),
-    " OR ",
-    owner_lapsed!("?9"),
-    "))) AND expires_at > ",
-    now!(),
-    " RETURNING token"
-);
-
-const COMPLETE: &str = concat!(
-    "UPDATE idemkey_records SET state = 2, response = ?6, lease_until = NULL, ",
-    "expires_at = ",
-    now!(),
-    " + ?7 ",
-    "WHERE actor = ?1 AND operation = ?2 AND idem_key = ?3 AND record_id = ?4 AND token = ?5 ",
-    "AND state = 0 AND owner IS ?8"
-);
-
-const RELEASE: &str = concat!(
-    "UPDATE idemkey_records SET state = 1, lease_until = NULL, expires_at = ",
-    now!(),
-    " + ?6 ",
-    "WHERE actor = ?1 AND operation = ?2 AND idem_key = ?3 AND record_id = ?4 AND token = ?5 ",
-    "AND state = 0 AND owner IS ?7"
-);
-
-const DISCARD: &str = concat!(
-    "DELETE FROM idemkey_records ",
-    "WHERE actor = ?1 AND operation = ?2 AND idem_key = ?3 AND record_id = ?4 AND token = ?5 ",
-    "AND state = 0 AND owner IS ?6"
-);
-
-const EXTEND: &str = concat!(
-    "UPDATE idemkey_records SET lease_until = ",
-    now!(),
-    " + ?6, ",
-    "expires_at = ",
-    now!(),
-    " + ?6 + ?7 ",
-    "WHERE actor = ?1 AND operation = ?2 AND idem_key = ?3 AND record_id = ?4 AND token = ?5 ",
-    "AND state = 0 AND owner IS ?8"
-);
 
 const FORGET_VERSION: &str = "DELETE FROM idemkey_records WHERE actor = ?1 AND operation = ?2 AND idem_key = ?3 AND version = ?4";
 
@@ -362,7 +330,28 @@ impl Backend for Sqlite {
         Folded::Committed
     }
 
-    crate::statements::fenced_statements!();
+    crate::statements::fenced_statements! {
+        database: Sqlite,
+        dialect: dialect,
+        liveness: liveness,
+    }
+
+    crate::statements::upsert_statements! {
+        database: Sqlite,
+        insert_completed: INSERT_COMPLETED,
+        beat: (BEAT, BEATS_RUN, OWNERS_SWEEP),
+        liveness: liveness,
+    }
+
+    crate::statements::plain_statements! {
+        database: Sqlite,
+        forget: FORGET,
+        forget_version: FORGET_VERSION,
+        forget_actor: FORGET_ACTOR,
+        sweep: SWEEP,
+        actor_usage: ACTOR_USAGE,
+        secret: (SECRET_INSERT, SECRET_SELECT),
+    }
 
     fn is_unavailable(error: &dyn sqlx::error::DatabaseError) -> bool {
         super::error::is_unavailable(error)
@@ -396,25 +385,6 @@ fn folded_failure(ended: usize, error: sqlx::Error) -> Folded {
     }
 }
 
-fn scoped<'q>(
-    sql: &'static str,
-    scope: &'q Scope,
-) -> sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments> {
-    sqlx::query(sql)
-        .bind(scope.actor.as_str())
-        .bind(scope.operation.as_str())
-        .bind(scope.key.as_str())
-}
-
-fn held<'q>(
-    sql: &'static str,
-    claim: &'q Claim,
-) -> sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments> {
-    scoped(sql, &claim.scope)
-        .bind(claim.record_id.as_bytes().as_slice())
-        .bind(claim.token)
-}
-
 /// Binds what the owners' heartbeats are judged by after a statement's own parameters: the
 /// host's steady clock (`steady.rs`).
 fn liveness<'q>(
@@ -423,8 +393,16 @@ fn liveness<'q>(
     query.bind(super::steady::now_ms())
 }
 
-fn token_of(row: Option<sqlx::sqlite::SqliteRow>) -> Result<Option<i64>> {
-    row.map(|row| row.try_get(0))
-        .transpose()
-        .map_err(store_error)
+#[cfg(test)]
+mod tests {
+    /// The fence as SQLite reads it: numbered placeholders, and `IS` for the owner, who may be
+    /// none.
+    #[test]
+    fn the_fence_reads_in_sqlite() {
+        assert_eq!(
+            crate::statements::discard_sql!(dialect),
+            "DELETE FROM idemkey_records WHERE actor = ?1 AND operation = ?2 AND idem_key = ?3 \
+             AND record_id = ?4 AND token = ?5 AND state = 0 AND owner IS ?6"
+        );
+    }
 }
