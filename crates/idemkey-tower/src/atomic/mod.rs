@@ -94,8 +94,8 @@
 mod error;
 mod handler;
 mod layer;
-
 mod service;
+mod shared;
 mod tx;
 
 pub use error::DbError;

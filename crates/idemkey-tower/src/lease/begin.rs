@@ -32,7 +32,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::local::{Local, OwnTurn, Turn};
-use super::service::Shared;
+use super::shared::Shared;
 use crate::answer::answered;
 use crate::observe::timed;
 use crate::{Config, Prepared};

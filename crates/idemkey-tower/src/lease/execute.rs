@@ -14,7 +14,7 @@ use tower::Service;
 
 use super::heartbeat::Heartbeat;
 use super::local::LocalExecution;
-use super::service::Shared;
+use super::shared::Shared;
 use super::settle::{Settle, settle_in_store, settle_in_tx};
 use crate::answer::handler_failed;
 use crate::policy::judge;

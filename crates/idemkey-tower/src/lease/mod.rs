@@ -3,7 +3,8 @@
 //!
 //! [`IdempotencyLayer`] applies [`Idempotency`] to a service; its future is the crate's
 //! [`ResponseFuture`](crate::ResponseFuture), shared with atomic mode. A keyed request,
-//! prepared as in both modes, takes these steps, one file each, and is answered as in both:
+//! prepared as in both modes, takes these steps, one file each, and is answered as in both.
+//! What the layer's requests share (`shared`) is handed to each step by the service:
 //!
 //! - `begin`: this process's turn at the scope, the lookup in the request's own task, then,
 //!   in a task of its own, the claim (and the wait for an original in flight); `local` keeps
@@ -25,6 +26,7 @@ mod local;
 mod orphan;
 mod service;
 mod settle;
+mod shared;
 #[cfg(feature = "sqlx")]
 mod transactional;
 mod transactions;

@@ -18,15 +18,13 @@ use tracing::{Instrument, Span, field};
 
 use super::begin::{Beginning, Lookup};
 use super::execute::{Claimed, execute};
-use super::liveness::OwnerHeartbeat;
-use super::local::Local;
 use super::orphan;
+use super::shared::Shared;
 use super::transactions::MaybeTransactions;
 use crate::answer::{answered, joined, rejected, store_error};
-use crate::misconfig::Noticed;
 use crate::observe::timed;
 use crate::policy::judge;
-use crate::{Config, Executions, Preparation, Prepared, ResponseFuture, prepare};
+use crate::{Config, Preparation, Prepared, ResponseFuture, prepare};
 
 /// Middleware that makes requests carrying an `Idempotency-Key` idempotent, in lease mode.
 ///
@@ -40,37 +38,6 @@ use crate::{Config, Executions, Preparation, Prepared, ResponseFuture, prepare};
 pub struct Idempotency<S, St> {
     inner: S,
     shared: Shared<St>,
-}
-
-/// What every request of a layer shares: its store and settings, the executions it runs in
-/// tasks of their own, what this process is doing for it, and the transactions it offers.
-#[derive(Clone, Debug)]
-pub(crate) struct Shared<St> {
-    pub(crate) store: St,
-    pub(crate) config: Arc<Config>,
-    pub(crate) executions: Executions,
-    pub(crate) local: Arc<Local>,
-    pub(crate) transactions: MaybeTransactions,
-    /// This process's heartbeat as the owner of its claims, with an owner grace.
-    pub(crate) liveness: Option<OwnerHeartbeat>,
-    /// Whether a misconfiguration was logged already.
-    pub(crate) noticed: Noticed,
-}
-
-impl<St> Shared<St> {
-    /// What a new layer over `store` shares.
-    pub(crate) fn new(store: St, config: Config) -> Self {
-        let liveness = config.owner_heartbeat.clone();
-        Self {
-            store,
-            liveness,
-            config: Arc::new(config),
-            executions: Executions::new(),
-            local: Arc::default(),
-            transactions: MaybeTransactions::default(),
-            noticed: Noticed::default(),
-        }
-    }
 }
 
 impl<S, St> Idempotency<S, St> {

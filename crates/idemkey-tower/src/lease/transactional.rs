@@ -7,7 +7,7 @@ use futures_util::future::BoxFuture;
 use idemkey_core::{Claim, Error, StoredResponse};
 use idemkey_sqlx::{Backend, SqlxStore};
 
-use super::service::Shared;
+use super::shared::Shared;
 use super::transactions::{MaybeTransactions, Offered, Transactions};
 use super::{Idempotency, IdempotencyLayer};
 use crate::atomic::{Returned, TxOffer, TxSlot, end};
