@@ -100,6 +100,7 @@ mod select;
 mod sweeper;
 
 pub use actor::{ActorExtension, MakeActor};
+pub use answer::store_unavailable;
 pub use body::Body;
 pub use config::Config;
 pub use executions::Executions;

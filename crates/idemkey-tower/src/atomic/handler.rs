@@ -48,6 +48,12 @@ impl AtomicResponse for HttpOutput {
     }
 }
 
+impl From<HttpOutput> for Response<Body> {
+    fn from(output: HttpOutput) -> Self {
+        output.response
+    }
+}
+
 /// Why the inner service failed (it returned `Err`, or its body could not be read).
 #[derive(Debug, thiserror::Error)]
 #[error("handler failed: {0}")]

@@ -9,16 +9,16 @@ use crate::Body;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body::Body as HttpBody;
-use idemkey_core::{Answer, BoxError, Verdict};
-use idemkey_sqlx::{AtomicError, AtomicLookup, AtomicOptions, Backend, Outcome, Strategy};
+use idemkey_core::{BoxError, Verdict};
+use idemkey_sqlx::{AtomicLookup, AtomicOptions, Backend, Strategy};
 use tower::{Service, ServiceExt};
 use tracing::{Instrument, field};
 
-use super::handler::{HttpOutput, ServiceHandler};
+use super::handler::{HandlerError, HttpOutput, ServiceHandler};
 use super::shared::{Plan, Shared};
 use super::tx::end;
 use super::{TxOffer, TxSlot};
-use crate::answer::{self, handler_failed, rejected, store_error};
+use crate::answer::{answer_outcome, handler_failed, rejected, store_error};
 use crate::observe::{outcome, store_latency};
 use crate::policy::judge;
 use crate::{Config, Preparation, Prepared, ResponseFuture, prepare, problem_response};
@@ -184,7 +184,7 @@ async fn answered_by_lookup<DB: Backend>(
         Ok(AtomicLookup::Answer(decided)) => {
             store_latency("atomic", started.elapsed());
             let _entered = span.enter();
-            Ok(answer_outcome(
+            Ok(answer_outcome::<HttpOutput, HandlerError>(
                 Ok(decided.into()),
                 config,
                 &prepared.parts.headers,
@@ -198,33 +198,6 @@ async fn answered_by_lookup<DB: Backend>(
         // The execution looks again and decides, or reports the failure as it would have.
         Ok(_) | Err(_) => Err(plan),
     }
-}
-
-fn answer_outcome(
-    result: Result<Outcome<HttpOutput>, AtomicError<super::handler::HandlerError>>,
-    config: &Config,
-    request: &http::HeaderMap,
-) -> Response<Body> {
-    let decided = match result {
-        Ok(Outcome::Executed(output)) => {
-            outcome("executed");
-            return output.response;
-        }
-        Ok(Outcome::NotStored(output)) => {
-            outcome("released");
-            return output.response;
-        }
-        Ok(Outcome::Replayed(stored)) => Answer::Replay(stored),
-        Ok(Outcome::Mismatch) => Answer::Mismatch,
-        Ok(Outcome::InFlight { retry_after }) => Answer::InFlight { retry_after },
-        Err(AtomicError::Store(error)) => return store_error(&error),
-        Err(error) => {
-            tracing::error!(%error, "atomic handler failed; rolled back");
-            outcome("handler_error");
-            return problem_response(&handler_failed());
-        }
-    };
-    answer::answer(decided, request, config)
 }
 
 /// A request without a key on a route where keys are optional: the same transaction and

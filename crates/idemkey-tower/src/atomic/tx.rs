@@ -7,11 +7,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use axum::extract::FromRequestParts;
 use axum::response::{IntoResponse, Response};
 use http::request::Parts;
-use idemkey_core::{Problem, ProblemKind};
 use idemkey_sqlx::{Backend, SqlxStore};
 use sqlx::Transaction;
 
-use crate::answer::store_error;
+use crate::answer::{no_transaction, store_error};
 use crate::misconfig::{self, Noticed};
 use crate::problem_response;
 
@@ -235,12 +234,12 @@ fn not_offered<DB: Backend>(offer: Option<&TxOffer>) -> Response {
     if first {
         tracing::error!("{detail}; every request of the route is answered 500 no-transaction");
     }
-    problem_response(&Problem::new(ProblemKind::NoTransaction).detail(detail)).into_response()
+    problem_response(&no_transaction(detail)).into_response()
 }
 
 /// A handler takes `Tx` a second time while the first holds the transaction (or kept it).
 fn taken_twice() -> Response {
-    let problem = Problem::new(ProblemKind::NoTransaction)
-        .detail("the handler takes Tx more than once: take it once and pass it on");
+    let problem =
+        no_transaction("the handler takes Tx more than once: take it once and pass it on");
     problem_response(&problem).into_response()
 }
