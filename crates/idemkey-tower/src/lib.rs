@@ -98,6 +98,7 @@ mod prepare;
 mod replay;
 mod select;
 mod sweeper;
+mod tx;
 
 pub use actor::{ActorExtension, MakeActor};
 pub use answer::store_unavailable;

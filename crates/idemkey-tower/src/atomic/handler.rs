@@ -13,7 +13,8 @@ use idemkey_sqlx::{AtomicHandler, AtomicResponse, Backend, HandlerResult};
 use sqlx::Transaction;
 use tower::{Service, ServiceExt};
 
-use super::{DbError, TxOffer, TxSlot};
+use super::DbError;
+use crate::tx::{TxOffer, TxSlot};
 use crate::policy::judge;
 use crate::{ResponsePolicy, split_response};
 

@@ -96,11 +96,9 @@ mod handler;
 mod layer;
 mod service;
 mod shared;
-mod tx;
 
 pub use error::DbError;
 pub use idemkey_sqlx::Strategy;
 pub use layer::AtomicIdempotencyLayer;
 pub use service::AtomicIdempotency;
-pub use tx::Tx;
-pub(crate) use tx::{Returned, TxOffer, TxSlot, end};
+pub use crate::tx::Tx;

@@ -16,11 +16,10 @@ use tracing::{Instrument, field};
 
 use super::handler::{HandlerError, HttpOutput, ServiceHandler};
 use super::shared::{Plan, Shared};
-use super::tx::end;
-use super::{TxOffer, TxSlot};
 use crate::answer::{answer_outcome, handler_failed, rejected, store_error};
 use crate::observe::{outcome, store_latency};
 use crate::policy::judge;
+use crate::tx::{TxOffer, TxSlot, end};
 use crate::{Config, Preparation, Prepared, ResponseFuture, prepare, problem_response};
 
 /// Middleware that runs each keyed request in atomic mode: see [`super`].

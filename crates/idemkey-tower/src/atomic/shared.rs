@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use idemkey_sqlx::{Backend, SqlxStore, Strategy};
 
-use super::TxOffer;
+use crate::tx::TxOffer;
 use crate::misconfig::Noticed;
 use crate::{Config, Executions};
 

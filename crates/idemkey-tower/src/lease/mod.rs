@@ -14,8 +14,7 @@
 //!   process) kept alive by `liveness` if the layer has an owner grace;
 //! - `settle`: the record completed, released or discarded, in the store or, with
 //!   [`IdempotencyLayer::transactional`] (feature `sqlx` of idemkey-tower; `sqlite` or
-//!   `postgres` of the `idemkey` facade), in the handler's transaction
-//!   (`transactions`, `transactional`).
+//!   `postgres` of the `idemkey` facade), in the handler's transaction (`crate::tx`).
 
 mod begin;
 mod execute;
@@ -27,10 +26,8 @@ mod orphan;
 mod service;
 mod settle;
 mod shared;
-#[cfg(feature = "sqlx")]
-mod transactional;
-mod transactions;
 
 pub use layer::IdempotencyLayer;
 pub use liveness::OwnerHeartbeat;
 pub use service::Idempotency;
+pub(crate) use shared::Shared;

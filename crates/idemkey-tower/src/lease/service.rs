@@ -20,7 +20,7 @@ use super::begin::{Beginning, Lookup};
 use super::execute::{Claimed, execute};
 use super::orphan;
 use super::shared::Shared;
-use super::transactions::MaybeTransactions;
+use crate::tx::MaybeTransactions;
 use crate::answer::{answered, joined, rejected, store_error};
 use crate::observe::timed;
 use crate::policy::judge;

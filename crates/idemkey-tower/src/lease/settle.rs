@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use idemkey_core::{Claim, Error, Problem, RecordState, Store, StoredResponse};
 
-use super::transactions::Offered;
+use crate::tx::Offered;
 use crate::Config;
 use crate::answer::{lease_lost, outcome_unknown, store_failure};
 use crate::observe::{outcome, timed};

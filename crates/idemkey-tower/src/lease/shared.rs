@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::liveness::OwnerHeartbeat;
 use super::local::Local;
-use super::transactions::MaybeTransactions;
+use crate::tx::MaybeTransactions;
 use crate::misconfig::Noticed;
 use crate::{Config, Executions};
 
