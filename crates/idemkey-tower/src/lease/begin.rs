@@ -206,9 +206,9 @@ impl Beginning {
             Turn::Lead(turn) => self.turn = Some(turn),
             Turn::Other(_) => {}
             Turn::Follow(mut first) => {
-                // The first one's turn settles nothing: this returns once its lookup or
+                // The first one's turn hands on nothing: this returns once its lookup or
                 // claim is answered (or its request is gone).
-                first.settled().await;
+                first.handed_on().await;
                 if local.duplicate(self.request()).is_some() {
                     return ControlFlow::Break(());
                 }
