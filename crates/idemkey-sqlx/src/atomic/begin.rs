@@ -144,7 +144,8 @@ impl<DB: Backend> SqlxStore<DB> {
         let deadline =
             deadline.unwrap_or_else(|| Instant::now() + DB::duplicate_wait(&self.settings));
         // Handed on before this request followed, or since; `None`: ended without a value.
-        let Ok(handed_on) = tokio::time::timeout_at(deadline.into(), leader.handed_on()).await else {
+        let Ok(handed_on) = tokio::time::timeout_at(deadline.into(), leader.handed_on()).await
+        else {
             tracing::debug!("in-process duplicate waited its bound: in flight");
             return in_flight();
         };

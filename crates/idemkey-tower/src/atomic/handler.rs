@@ -14,8 +14,8 @@ use sqlx::Transaction;
 use tower::{Service, ServiceExt};
 
 use super::DbError;
-use crate::tx::{TxOffer, TxSlot};
 use crate::policy::judge;
+use crate::tx::{TxOffer, TxSlot};
 use crate::{ResponsePolicy, split_response};
 
 /// What the handler answered: the first caller's response, what to store, and whether to.

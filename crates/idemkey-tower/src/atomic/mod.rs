@@ -97,8 +97,8 @@ mod layer;
 mod service;
 mod shared;
 
+pub use crate::tx::Tx;
 pub use error::DbError;
 pub use idemkey_sqlx::Strategy;
 pub use layer::AtomicIdempotencyLayer;
 pub use service::AtomicIdempotency;
-pub use crate::tx::Tx;

@@ -107,7 +107,11 @@ fn options(config: &Config, plan: Plan) -> AtomicOptions {
 
 /// Claims, runs and commits in a task of its own, so that a client going away or a timeout
 /// never abandons the transaction half-way: it commits or rolls back all the same.
-async fn recorded<S, DB, ResBody>(inner: S, shared: Shared<DB>, prepared: Prepared) -> Response<Body>
+async fn recorded<S, DB, ResBody>(
+    inner: S,
+    shared: Shared<DB>,
+    prepared: Prepared,
+) -> Response<Body>
 where
     DB: Backend,
     S: Service<Request<Body>, Response = Response<ResBody>> + Clone + Send + 'static,

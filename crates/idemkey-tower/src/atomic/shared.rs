@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use idemkey_sqlx::{Backend, SqlxStore, Strategy};
 
-use crate::tx::TxOffer;
 use crate::misconfig::Noticed;
+use crate::tx::TxOffer;
 use crate::{Config, Executions};
 
 /// What every request of a layer shares: its store and settings, the exchanges it runs in

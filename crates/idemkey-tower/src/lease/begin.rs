@@ -25,8 +25,7 @@ use std::time::Duration;
 use crate::Body;
 use http::Response;
 use idemkey_core::{
-    Begin, ClaimRequest, Decision, Error, OwnerId, Store, begin, claim, decide, lookup,
-    retry_after,
+    Begin, ClaimRequest, Decision, Error, OwnerId, Store, begin, claim, decide, lookup, retry_after,
 };
 use tokio::sync::watch;
 // tokio's clock, not std's: the same outside tests, and virtual under a paused runtime (the
@@ -315,7 +314,9 @@ mod tests {
         assert!(poll_once(looking.as_mut()).is_pending(), "it waits");
 
         let claim = claimed(&layer.store, &first).await;
-        let executing = layer.local.enter(&first.claim, (Instant::now(), claim.lease));
+        let executing = layer
+            .local
+            .enter(&first.claim, (Instant::now(), claim.lease));
         drop(turn);
         let ControlFlow::Continue(looked) = looking.await.unwrap() else {
             panic!("left to the claim step");
@@ -386,7 +387,9 @@ mod tests {
                 "it waits instead of claiming"
             );
             let claim = claimed(&layer.store, &first).await;
-            let executing = layer.local.enter(&first.claim, (Instant::now(), claim.lease));
+            let executing = layer
+                .local
+                .enter(&first.claim, (Instant::now(), claim.lease));
             drop(turn);
             let begun = claiming.await.unwrap();
             drop(executing);

@@ -20,10 +20,10 @@ use super::begin::Beginning;
 use super::execute::{Claimed, execute};
 use super::orphan;
 use super::shared::Shared;
-use crate::tx::MaybeTransactions;
 use crate::answer::{answered, joined, rejected, store_error};
 use crate::observe::timed;
 use crate::policy::judge;
+use crate::tx::MaybeTransactions;
 use crate::{Config, Preparation, ResponseFuture, prepare};
 
 /// Middleware that makes requests carrying an `Idempotency-Key` idempotent, in lease mode.

@@ -5,10 +5,10 @@ use std::time::{Duration, Instant};
 
 use idemkey_core::{Claim, Error, Problem, RecordState, Store, StoredResponse};
 
-use crate::tx::Offered;
 use crate::Config;
 use crate::answer::{lease_lost, outcome_unknown, store_failure};
 use crate::observe::{outcome, timed};
+use crate::tx::Offered;
 
 /// How many times completing a record is tried before giving up (behaviour [§10](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#10-errors)).
 const COMPLETE_ATTEMPTS: u32 = 4;

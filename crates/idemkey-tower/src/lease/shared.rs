@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use super::liveness::OwnerHeartbeat;
 use super::local::Local;
-use crate::tx::MaybeTransactions;
 use crate::misconfig::Noticed;
+use crate::tx::MaybeTransactions;
 use crate::{Config, Executions};
 
 /// What every request of a layer shares: its store and settings, the executions it runs in
