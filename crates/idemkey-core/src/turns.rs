@@ -4,9 +4,9 @@
 //! A request that asks the store about its scope first takes this process's turn at it
 //! ([`Turns::take`]). While it holds the turn, a duplicate arriving here need not send its own
 //! read or claim (which could only queue behind the first one's and learn what it learns):
-//! it follows the holder and wakes when the holder settles a value, or when the turn ends
-//! without one. What a turn settles is the mode's choice: atomic mode hands on the record its
-//! claim committed; lease mode settles nothing and looks at what the turn left. The store
+//! it follows the holder and wakes when the holder hands on a value, or when the turn ends
+//! without one. What a turn hands on is the mode's choice: atomic mode hands on the record its
+//! claim committed; lease mode hands on nothing and looks at what the turn left. The store
 //! stays the arbiter: a follower that learns nothing from the turn asks it as if it had
 //! never waited, and nothing here crosses a process.
 //!
@@ -46,17 +46,17 @@ impl Identity {
 }
 
 /// The scopes whose turn a request of this process holds, each with the channel its
-/// followers wait on; `T` is what a holder may settle for them.
+/// followers wait on; `T` is what a holder may hand on to them.
 #[derive(Debug)]
 pub struct Turns<T> {
     held: Mutex<HashMap<Scope, Holder<T>>>,
 }
 
-/// The request holding a scope's turn: who it is and where it settles.
+/// The request holding a scope's turn: who it is and where it hands on.
 #[derive(Debug)]
 struct Holder<T> {
     identity: Identity,
-    settled: watch::Receiver<Option<T>>,
+    handed_on: watch::Receiver<Option<T>>,
 }
 
 /// Whose turn it is at a request's scope (see [`Turns::take`]).
@@ -67,7 +67,7 @@ pub enum Turn<T> {
     /// An exact duplicate holds it.
     Follow(Follower<T>),
     /// Another request under the scope's key (another fingerprint or operation version)
-    /// holds it. Not a duplicate: wait on it only if what it settles decides this one too.
+    /// holds it. Not a duplicate: wait on it only if what it hands on decides this one too.
     Other(Follower<T>),
 }
 
@@ -76,7 +76,7 @@ pub enum Turn<T> {
 pub struct OwnTurn<T> {
     turns: Arc<Turns<T>>,
     scope: Scope,
-    settled: watch::Sender<Option<T>>,
+    handed_on: watch::Sender<Option<T>>,
 }
 
 /// A request waiting on the holder of its scope's turn.
@@ -102,23 +102,23 @@ impl<T> Turns<T> {
         let mut held = self.held();
         // Subscribing under the lock: a holder that lets go right after still wakes us.
         if let Some(holder) = held.get(&request.scope) {
-            let follower = Follower(holder.settled.clone());
+            let follower = Follower(holder.handed_on.clone());
             return if holder.identity.matches(request) {
                 Turn::Follow(follower)
             } else {
                 Turn::Other(follower)
             };
         }
-        let (settled, receiver) = watch::channel(None);
+        let (handed_on, receiver) = watch::channel(None);
         let holder = Holder {
             identity: Identity::of(request),
-            settled: receiver,
+            handed_on: receiver,
         };
         held.insert(request.scope.clone(), holder);
         Turn::Lead(OwnTurn {
             turns: self.clone(),
             scope: request.scope.clone(),
-            settled,
+            handed_on,
         })
     }
 
@@ -127,7 +127,7 @@ impl<T> Turns<T> {
     pub fn follow(&self, scope: &Scope) -> Option<Follower<T>> {
         let held = self.held();
         held.get(scope)
-            .map(|holder| Follower(holder.settled.clone()))
+            .map(|holder| Follower(holder.handed_on.clone()))
     }
 
     /// Whether a request holds `scope`'s turn now.
@@ -138,8 +138,8 @@ impl<T> Turns<T> {
 
 impl<T> OwnTurn<T> {
     /// Hands `value` to the followers, now and later ones alike; the turn is still held.
-    pub fn settle(&self, value: T) {
-        self.settled.send_replace(Some(value));
+    pub fn hand_on(&self, value: T) {
+        self.handed_on.send_replace(Some(value));
     }
 }
 
@@ -152,9 +152,9 @@ impl<T> Drop for OwnTurn<T> {
 }
 
 impl<T: Clone> Follower<T> {
-    /// Waits until the holder settles, then what it settled (even if that was before this
+    /// Waits until the holder hands on a value, then that value (even if it came before this
     /// follower came); `None` once its turn ended without a value.
-    pub async fn settled(&mut self) -> Option<T> {
+    pub async fn handed_on(&mut self) -> Option<T> {
         loop {
             if let Some(value) = self.0.borrow_and_update().clone() {
                 return Some(value);
@@ -199,15 +199,15 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_duplicate_follows_until_the_holder_settles() {
+    async fn a_duplicate_follows_until_the_holder_hands_on() {
         let turns = turns();
         let first = lead(&turns, &request("{}"));
         let Turn::Follow(mut follower) = turns.take(&request("{}")) else {
             panic!("an exact duplicate follows");
         };
-        let mut waiting = pin!(follower.settled());
+        let mut waiting = pin!(follower.handed_on());
         assert!(poll_once(waiting.as_mut()).is_pending(), "it waits");
-        first.settle(7);
+        first.hand_on(7);
         assert_eq!(waiting.await, Some(7));
         assert!(turns.is_taken(&request("{}").scope), "held until dropped");
     }
@@ -216,19 +216,19 @@ mod tests {
     async fn a_follower_that_comes_after_the_value_gets_it() {
         let turns = turns();
         let first = lead(&turns, &request("{}"));
-        first.settle(7);
+        first.hand_on(7);
         let mut follower = turns.follow(&request("{}").scope).unwrap();
-        assert_eq!(follower.settled().await, Some(7));
+        assert_eq!(follower.handed_on().await, Some(7));
     }
 
     #[tokio::test]
-    async fn a_holder_dropped_without_settling_wakes_its_followers_with_nothing() {
+    async fn a_holder_dropped_without_handing_on_wakes_its_followers_with_nothing() {
         let turns = turns();
         let first = lead(&turns, &request("{}"));
         let Turn::Follow(mut follower) = turns.take(&request("{}")) else {
             panic!("an exact duplicate follows");
         };
-        let mut waiting = pin!(follower.settled());
+        let mut waiting = pin!(follower.handed_on());
         assert!(poll_once(waiting.as_mut()).is_pending(), "it waits");
         drop(first);
         assert_eq!(waiting.await, None);

@@ -6,8 +6,8 @@
 
 use axum::body::Body;
 use http::{Request, Response};
-use idemkey_core::{Key, Problem, ProblemKind, Scope, Store};
-use idemkey_tower::{IDEMPOTENCY_KEY, problem_response};
+use idemkey_core::{Key, Scope, Store};
+use idemkey_tower::{IDEMPOTENCY_KEY, store_unavailable};
 
 use crate::actor::{EarlierActor, ProxyActor};
 use crate::routes::operation_of;
@@ -55,5 +55,5 @@ pub(crate) async fn ready<S: Store>(
 
 fn unavailable(error: &idemkey_core::Error) -> Response<Body> {
     tracing::warn!(%error, "the store could not ready the actor; the request was not executed");
-    problem_response(&Problem::new(ProblemKind::StoreUnavailable))
+    store_unavailable()
 }

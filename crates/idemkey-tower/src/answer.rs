@@ -6,6 +6,8 @@ use std::time::Duration;
 use crate::Body;
 use http::Response;
 use idemkey_core::{Answer, Begin, Claim, Error, Problem, ProblemKind};
+#[cfg(feature = "sqlx")]
+use idemkey_sqlx::{AtomicError, Outcome};
 
 use crate::misconfig::{Noticed, no_actor};
 use crate::observe::outcome;
@@ -72,6 +74,41 @@ pub(crate) fn answer(
     problem_response(&problem)
 }
 
+/// The response to what atomic mode's execution came to: the handler's own response when it
+/// ran (stored or not), the record's answer when it decided, or the problem of a failed
+/// store or handler (rolled back either way).
+#[cfg(feature = "sqlx")]
+pub(crate) fn answer_outcome<R, E>(
+    result: Result<Outcome<R>, AtomicError<E>>,
+    config: &Config,
+    request: &http::HeaderMap,
+) -> Response<Body>
+where
+    R: Into<Response<Body>>,
+    E: std::error::Error,
+{
+    let decided = match result {
+        Ok(Outcome::Executed(output)) => {
+            outcome("executed");
+            return output.into();
+        }
+        Ok(Outcome::NotStored(output)) => {
+            outcome("released");
+            return output.into();
+        }
+        Ok(Outcome::Replayed(stored)) => Answer::Replay(stored),
+        Ok(Outcome::Mismatch) => Answer::Mismatch,
+        Ok(Outcome::InFlight { retry_after }) => Answer::InFlight { retry_after },
+        Err(AtomicError::Store(error)) => return store_error(&error),
+        Err(error) => {
+            tracing::error!(%error, "atomic handler failed; rolled back");
+            outcome("handler_error");
+            return problem_response(&handler_failed());
+        }
+    };
+    answer(decided, request, config)
+}
+
 /// The answer of a lease-mode task of its own: a panic is `handler-failed`.
 pub(crate) fn joined<E>(
     task: Result<Result<Response<Body>, E>, tokio::task::JoinError>,
@@ -106,7 +143,7 @@ pub(crate) fn store_error(err: &Error) -> Response<Body> {
         Error::OutcomeUnknown(_) => {
             tracing::error!(error = %err, "the outcome of a store write is unknown");
             outcome("outcome_unknown");
-            return problem_response(&Problem::new(ProblemKind::OutcomeUnknown));
+            return problem_response(&outcome_unknown());
         }
         Error::Unavailable(_) | Error::Contention => {
             tracing::warn!(error = %err, "idempotency store unavailable; the request was not executed");
@@ -139,4 +176,25 @@ pub(crate) fn store_failure(err: &Error, what: &str) -> Problem {
             .retry_after(STORE_RETRY_AFTER),
         _ => Problem::new(ProblemKind::StoreFailed).detail(what),
     }
+}
+
+/// The problem of a write whose reply was lost: it may have applied, so the client must not
+/// be told that nothing ran (behaviour [§10](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#10-errors)).
+pub(crate) fn outcome_unknown() -> Problem {
+    Problem::new(ProblemKind::OutcomeUnknown)
+}
+
+/// The problem of a handler that takes a `Tx` its route's layer does not offer, or takes it
+/// twice: a misconfiguration, `detail` naming it.
+#[cfg(feature = "sqlx")]
+pub(crate) fn no_transaction(detail: impl Into<String>) -> Problem {
+    Problem::new(ProblemKind::NoTransaction).detail(detail)
+}
+
+/// The answer when the store could not be asked before the layer began (idemkey proxy
+/// readies each request's actor from it): 503 `store-unavailable`, the request not executed.
+/// Unlike [`IdempotencyLayer`](crate::IdempotencyLayer)'s answers to a failed store, it
+/// carries no detail and no `Retry-After`, whatever the error.
+pub fn store_unavailable() -> Response<Body> {
+    problem_response(&Problem::new(ProblemKind::StoreUnavailable))
 }

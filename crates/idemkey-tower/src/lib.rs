@@ -98,8 +98,10 @@ mod prepare;
 mod replay;
 mod select;
 mod sweeper;
+mod tx;
 
 pub use actor::{ActorExtension, MakeActor};
+pub use answer::store_unavailable;
 pub use body::Body;
 pub use config::Config;
 pub use executions::Executions;

@@ -11,7 +11,7 @@ use sqlx::Transaction;
 use sqlx::pool::PoolConnection;
 
 use super::claim::{AtomicBegin, AtomicClaim};
-use super::coalescing::{Leader, LocalTurn, Settled};
+use super::coalescing::{HandedOn, Leader, LocalTurn};
 use super::lookup::AtomicLookup;
 use crate::failpoints::Point;
 use crate::{Backend, SqlxStore};
@@ -143,15 +143,16 @@ impl<DB: Backend> SqlxStore<DB> {
         };
         let deadline =
             deadline.unwrap_or_else(|| Instant::now() + DB::duplicate_wait(&self.settings));
-        // Settled before this request followed, or since; `None`: ended without a value.
-        let Ok(settled) = tokio::time::timeout_at(deadline.into(), leader.settled()).await else {
+        // Handed on before this request followed, or since; `None`: ended without a value.
+        let Ok(handed_on) = tokio::time::timeout_at(deadline.into(), leader.handed_on()).await
+        else {
             tracing::debug!("in-process duplicate waited its bound: in flight");
             return in_flight();
         };
-        if let Some(Settled::InFlight) = settled {
+        if let Some(HandedOn::InFlight) = handed_on {
             return in_flight();
         }
-        if let Some(Settled::Committed(record)) = settled
+        if let Some(HandedOn::Committed(record)) = handed_on
             && let Ok(answer) = decide(request, &record, on_expired).into_answer()
         {
             return Ok(answer.into());

@@ -114,7 +114,7 @@ impl<DB: Backend> SqlxStore<DB> {
         tx.commit().await.map_err(DB::commit_error)?;
         self.stored(&claim, response);
         if let Some(turn) = turn {
-            turn.settle(&claim, response);
+            turn.hand_on(&claim, response);
         }
         Ok(())
     }

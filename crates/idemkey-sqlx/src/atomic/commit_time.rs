@@ -210,7 +210,7 @@ impl<DB: Backend> SqlxStore<DB> {
         if let Committed::Yes = committed {
             if let Some(turn) = turn {
                 let claim = request.grant(record_id, 1, Instant::now(), None);
-                turn.settle(&claim, stored);
+                turn.hand_on(&claim, stored);
             }
             self.remember(&request.scope, &completed(request, record_id, 1, stored));
         }

@@ -13,8 +13,9 @@ use idemkey_sqlx::{AtomicHandler, AtomicResponse, Backend, HandlerResult};
 use sqlx::Transaction;
 use tower::{Service, ServiceExt};
 
-use super::{DbError, TxOffer, TxSlot};
+use super::DbError;
 use crate::policy::judge;
+use crate::tx::{TxOffer, TxSlot};
 use crate::{ResponsePolicy, split_response};
 
 /// What the handler answered: the first caller's response, what to store, and whether to.
@@ -45,6 +46,12 @@ impl AtomicResponse for HttpOutput {
     /// The application's policy decided already, when the response was split.
     fn stored(&self, _policy: StatusPolicy) -> bool {
         self.verdict == Verdict::Store
+    }
+}
+
+impl From<HttpOutput> for Response<Body> {
+    fn from(output: HttpOutput) -> Self {
+        output.response
     }
 }
 

@@ -1,38 +1,21 @@
 //! [`AtomicIdempotencyLayer`].
 
-use std::sync::Arc;
-
 use idemkey_sqlx::{Backend, SqlxStore, Strategy};
 use tower::Layer;
 
 use super::AtomicIdempotency;
-use crate::misconfig::Noticed;
+use super::shared::Shared;
 use crate::{Config, Executions};
 
 /// Applies [`AtomicIdempotency`] to a route: keyed requests run in atomic mode on `store`.
 pub struct AtomicIdempotencyLayer<DB: Backend> {
-    store: SqlxStore<DB>,
-    config: Arc<Config>,
-    executions: Executions,
-    plan: Plan,
-    noticed: Noticed,
-}
-
-/// How the layer's route claims: the strategy, and whether a lookup comes first.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Plan {
-    pub(crate) strategy: Strategy,
-    pub(crate) lookup: bool,
+    shared: Shared<DB>,
 }
 
 impl<DB: Backend> Clone for AtomicIdempotencyLayer<DB> {
     fn clone(&self) -> Self {
         Self {
-            store: self.store.clone(),
-            config: self.config.clone(),
-            executions: self.executions.clone(),
-            plan: self.plan,
-            noticed: self.noticed.clone(),
+            shared: self.shared.clone(),
         }
     }
 }
@@ -46,14 +29,7 @@ impl<DB: Backend> AtomicIdempotencyLayer<DB> {
     /// The layer with `config` (its lease settings do not apply: atomic mode holds no lease).
     pub fn with_config(store: SqlxStore<DB>, config: Config) -> Self {
         Self {
-            store,
-            config: Arc::new(config),
-            executions: Executions::new(),
-            plan: Plan {
-                strategy: Strategy::default(),
-                lookup: DB::LOOKUP_FIRST,
-            },
-            noticed: Noticed::default(),
+            shared: Shared::new(store, config),
         }
     }
 
@@ -62,7 +38,7 @@ impl<DB: Backend> AtomicIdempotencyLayer<DB> {
     /// at the end of the transaction, for light handlers whose only effects are in it.
     #[must_use]
     pub fn strategy(mut self, strategy: Strategy) -> Self {
-        self.plan.strategy = strategy;
+        self.shared.plan.strategy = strategy;
         self
     }
 
@@ -77,21 +53,21 @@ impl<DB: Backend> AtomicIdempotencyLayer<DB> {
     /// speculative run does (docs/mysql.md).
     #[must_use]
     pub fn lookup_first(mut self, on: bool) -> Self {
-        self.plan.lookup = on;
+        self.shared.plan.lookup = on;
         self
     }
 
     /// The same layer, counting its executions in `executions` (shared with other layers).
     #[must_use]
     pub fn with_executions(mut self, executions: Executions) -> Self {
-        self.executions = executions;
+        self.shared.executions = executions;
         self
     }
 
     /// The exchanges this layer runs in tasks of their own (each commits or rolls back
     /// there): wait for them at shutdown.
     pub fn executions(&self) -> &Executions {
-        &self.executions
+        &self.shared.executions
     }
 }
 
@@ -101,11 +77,7 @@ impl<S, DB: Backend> Layer<S> for AtomicIdempotencyLayer<DB> {
     fn layer(&self, inner: S) -> Self::Service {
         AtomicIdempotency {
             inner,
-            store: self.store.clone(),
-            config: self.config.clone(),
-            executions: self.executions.clone(),
-            plan: self.plan,
-            noticed: self.noticed.clone(),
+            shared: self.shared.clone(),
         }
     }
 }

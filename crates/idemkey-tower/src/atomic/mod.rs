@@ -94,13 +94,11 @@
 mod error;
 mod handler;
 mod layer;
-
 mod service;
-mod tx;
+mod shared;
 
+pub use crate::tx::Tx;
 pub use error::DbError;
 pub use idemkey_sqlx::Strategy;
 pub use layer::AtomicIdempotencyLayer;
 pub use service::AtomicIdempotency;
-pub use tx::Tx;
-pub(crate) use tx::{Returned, TxOffer, TxSlot, end};

@@ -2,7 +2,6 @@
 
 use std::marker::PhantomData;
 use std::mem;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -10,43 +9,30 @@ use crate::Body;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body::Body as HttpBody;
-use idemkey_core::{Answer, BoxError, Verdict};
-use idemkey_sqlx::{
-    AtomicError, AtomicLookup, AtomicOptions, Backend, Outcome, SqlxStore, Strategy,
-};
+use idemkey_core::{BoxError, Verdict};
+use idemkey_sqlx::{AtomicLookup, AtomicOptions, Backend, Strategy};
 use tower::{Service, ServiceExt};
 use tracing::{Instrument, field};
 
-use super::handler::{HttpOutput, ServiceHandler};
-use super::layer::Plan;
-use super::tx::end;
-use super::{TxOffer, TxSlot};
-use crate::answer::{self, handler_failed, rejected, store_error};
-use crate::misconfig::Noticed;
+use super::handler::{HandlerError, HttpOutput, ServiceHandler};
+use super::shared::{Plan, Shared};
+use crate::answer::{answer_outcome, handler_failed, rejected, store_error};
 use crate::observe::{outcome, store_latency};
 use crate::policy::judge;
-use crate::{Config, Executions, Preparation, Prepared, ResponseFuture, prepare, problem_response};
+use crate::tx::{TxOffer, TxSlot, end};
+use crate::{Config, Preparation, Prepared, ResponseFuture, prepare, problem_response};
 
 /// Middleware that runs each keyed request in atomic mode: see [`super`].
 pub struct AtomicIdempotency<S, DB: Backend> {
     pub(crate) inner: S,
-    pub(crate) store: SqlxStore<DB>,
-    pub(crate) config: Arc<Config>,
-    pub(crate) executions: Executions,
-    pub(crate) plan: Plan,
-    /// Whether a misconfiguration was logged already: shared with the layer's services.
-    pub(crate) noticed: Noticed,
+    pub(crate) shared: Shared<DB>,
 }
 
 impl<S: Clone, DB: Backend> Clone for AtomicIdempotency<S, DB> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
-            store: self.store.clone(),
-            config: self.config.clone(),
-            executions: self.executions.clone(),
-            plan: self.plan,
-            noticed: self.noticed.clone(),
+            shared: self.shared.clone(),
         }
     }
 }
@@ -74,25 +60,16 @@ where
         // The readied service handles this request; the clone waits for the next poll_ready.
         let clone = self.inner.clone();
         let inner = mem::replace(&mut self.inner, clone);
-        let (store, config) = (self.store.clone(), self.config.clone());
-        let executions = self.executions.clone();
-        let (plan, noticed) = (self.plan, self.noticed.clone());
+        let shared = self.shared.clone();
         ResponseFuture::new(async move {
-            match prepare(request, &config).await {
-                Preparation::Rejected(rejection) => Ok(rejected(&rejection, &noticed)),
+            match prepare(request, &shared.config).await {
+                Preparation::Rejected(rejection) => Ok(rejected(&rejection, &shared.noticed)),
                 Preparation::PassThrough(request) => inner
                     .oneshot(request.map(Body::new))
                     .await
                     .map(|r| r.map(Body::new)),
-                Preparation::Unrecorded(request) => {
-                    let offer = TxOffer::new::<DB>(noticed);
-                    unrecorded(inner, (store, config, executions), request, offer).await
-                }
-                Preparation::Ready(prepared) => {
-                    let offer = TxOffer::new::<DB>(noticed);
-                    let layer = (store, config, executions);
-                    Ok(recorded(inner, layer, (plan, offer), *prepared).await)
-                }
+                Preparation::Unrecorded(request) => unrecorded(inner, shared, request).await,
+                Preparation::Ready(prepared) => Ok(recorded(inner, shared, *prepared).await),
             }
         })
     }
@@ -132,8 +109,7 @@ fn options(config: &Config, plan: Plan) -> AtomicOptions {
 /// never abandons the transaction half-way: it commits or rolls back all the same.
 async fn recorded<S, DB, ResBody>(
     inner: S,
-    (store, config, executions): (SqlxStore<DB>, Arc<Config>, Executions),
-    (plan, offer): (Plan, TxOffer),
+    shared: Shared<DB>,
     prepared: Prepared,
 ) -> Response<Body>
 where
@@ -146,10 +122,17 @@ where
 {
     let span = tracing::info_span!("idempotency", mode = "atomic", operation = %prepared.claim.operation,
         key = %prepared.claim.scope.key.short_hash(), outcome = field::Empty);
-    let plan = match answered_by_lookup(&store, &config, plan, &prepared, &span).await {
+    let plan = match answered_by_lookup(&shared, &prepared, &span).await {
         Ok(response) => return response,
         Err(plan) => plan,
     };
+    let offer = shared.offer();
+    let Shared {
+        store,
+        config,
+        executions,
+        ..
+    } = shared;
     let task = executions.spawn(
         async move {
             // Only what a replay negotiates with: the rest of the head goes to the handler.
@@ -187,12 +170,11 @@ where
 /// claim-first always looks) and claims on a connection of its own (not PostgreSQL's, which
 /// claims on the lookup's).
 async fn answered_by_lookup<DB: Backend>(
-    store: &SqlxStore<DB>,
-    config: &Config,
-    mut plan: Plan,
+    shared: &Shared<DB>,
     prepared: &Prepared,
     span: &tracing::Span,
 ) -> Result<Response<Body>, Plan> {
+    let (store, config, mut plan) = (&shared.store, &shared.config, shared.plan);
     if !plan.lookup || plan.strategy != Strategy::CommitTime || DB::CLAIM_ON_LOOKUP_CONNECTION {
         return Err(plan);
     }
@@ -205,7 +187,7 @@ async fn answered_by_lookup<DB: Backend>(
         Ok(AtomicLookup::Answer(decided)) => {
             store_latency("atomic", started.elapsed());
             let _entered = span.enter();
-            Ok(answer_outcome(
+            Ok(answer_outcome::<HttpOutput, HandlerError>(
                 Ok(decided.into()),
                 config,
                 &prepared.parts.headers,
@@ -221,33 +203,6 @@ async fn answered_by_lookup<DB: Backend>(
     }
 }
 
-fn answer_outcome(
-    result: Result<Outcome<HttpOutput>, AtomicError<super::handler::HandlerError>>,
-    config: &Config,
-    request: &http::HeaderMap,
-) -> Response<Body> {
-    let decided = match result {
-        Ok(Outcome::Executed(output)) => {
-            outcome("executed");
-            return output.response;
-        }
-        Ok(Outcome::NotStored(output)) => {
-            outcome("released");
-            return output.response;
-        }
-        Ok(Outcome::Replayed(stored)) => Answer::Replay(stored),
-        Ok(Outcome::Mismatch) => Answer::Mismatch,
-        Ok(Outcome::InFlight { retry_after }) => Answer::InFlight { retry_after },
-        Err(AtomicError::Store(error)) => return store_error(&error),
-        Err(error) => {
-            tracing::error!(%error, "atomic handler failed; rolled back");
-            outcome("handler_error");
-            return problem_response(&handler_failed());
-        }
-    };
-    answer::answer(decided, request, config)
-}
-
 /// A request without a key on a route where keys are optional: the same transaction and
 /// the same commit rule, without a record.
 ///
@@ -257,9 +212,8 @@ fn answer_outcome(
 /// could create a second resource, so it must not be told "not executed").
 async fn unrecorded<S, DB, ReqBody, ResBody>(
     inner: S,
-    (store, config, executions): (SqlxStore<DB>, Arc<Config>, Executions),
+    shared: Shared<DB>,
     request: Request<ReqBody>,
-    offer: TxOffer,
 ) -> Result<Response<Body>, S::Error>
 where
     DB: Backend,
@@ -271,11 +225,12 @@ where
     ResBody: HttpBody<Data = Bytes> + Send + 'static,
     ResBody::Error: Into<BoxError>,
 {
-    let tx = match store.begin_write().await {
+    let tx = match shared.store.begin_write().await {
         Ok(tx) => tx,
         Err(error) => return Ok(store_error(&error)),
     };
-    let task = executions.spawn(async move {
+    let (config, offer) = (shared.config.clone(), shared.offer());
+    let task = shared.executions.spawn(async move {
         let slot = TxSlot::new(tx);
         let mut request = request.map(Body::new);
         slot.offer_in(request.extensions_mut(), offer);

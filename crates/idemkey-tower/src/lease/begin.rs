@@ -1,13 +1,15 @@
 //! Beginning a keyed request in lease mode: its turn at the scope, the lookup, the claim, and
 //! the wait for an original in flight (behaviour [§5](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#5-decisions)).
 //!
-//! The lookup is made in the request's own task ([`Beginning::lookup`]): a replay, a
+//! A request has one [`Beginning`], which carries it, and its turn, from its lookup to its
+//! claim. The lookup is made in the request's own task ([`Beginning::lookup`]): a replay, a
 //! mismatch or (unless the request is to wait for the original) a request in flight needs no
 //! task of its own (only the work from the claim on must outlive the client, §6), and a read
 //! may be abandoned. The claim is made in the request's task of its own
 //! ([`Beginning::claim`]).
 //!
-//! One request of a scope at a time looks up and claims in this process ([`Beginning::turn`]):
+//! One request of a scope at a time looks up and claims in this process
+//! ([`Beginning::take_turn`]):
 //! an exact duplicate that arrives meanwhile waits for it without reading. A storm of
 //! duplicates arriving at once then costs the store one lookup and one claim, not one read
 //! each queued for the store's connections. If the first one's claim is granted, the
@@ -18,13 +20,12 @@
 //! answer too.
 
 use std::ops::ControlFlow;
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::Body;
 use http::Response;
 use idemkey_core::{
-    Begin, ClaimRequest, Decision, Error, Store, begin, claim, decide, lookup, retry_after,
+    Begin, ClaimRequest, Decision, Error, OwnerId, Store, begin, claim, decide, lookup, retry_after,
 };
 use tokio::sync::watch;
 // tokio's clock, not std's: the same outside tests, and virtual under a paused runtime (the
@@ -32,59 +33,36 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::local::{Local, OwnTurn, Turn};
-use super::service::Shared;
+use super::shared::Shared;
+use crate::Prepared;
 use crate::answer::answered;
 use crate::observe::timed;
-use crate::{Config, Prepared};
 
 const FIRST_POLL: Duration = Duration::from_millis(10);
 const MAX_POLL: Duration = Duration::from_millis(250);
 
-/// A claim step that failed: the store's error, and this process's turn at the scope if the
-/// request held it when its claim failed.
-#[derive(Debug)]
-pub(crate) struct Failed {
-    pub(crate) error: Error,
-    pub(crate) turn: Option<OwnTurn>,
-}
-
-impl Failed {
-    /// A failure before any claim of the request was sent, or without the turn.
-    fn without_turn(error: Error) -> Self {
-        Self { error, turn: None }
-    }
-}
-
-/// What the lookup in the request's own task left to its claim.
-#[derive(Debug)]
-pub(crate) enum Lookup {
-    /// Not decided by the lookup (a request in flight to wait for, a duplicate of a local
-    /// execution): the claim step looks the record up (again).
-    Unread,
-    /// No record: claim without looking again, with this process's turn at the scope if
-    /// the lookup took it.
-    Absent(Option<OwnTurn>),
-}
-
-/// One keyed request on its way to its claim, and what it asks: the store, what this
-/// process is doing for the layer, and the layer's settings.
-pub(crate) struct Beginning<'a, St> {
-    store: &'a St,
-    local: &'a Arc<Local>,
-    prepared: &'a Prepared,
-    config: &'a Config,
+/// One keyed request on its way to its claim: built once, in the request's own task, for its
+/// lookup, then moved into its task of its own for the claim. What it asks of the store,
+/// what this process is doing and the layer's settings come from its layer's [`Shared`].
+pub(crate) struct Beginning {
+    prepared: Prepared,
+    /// This process's turn at the scope while the request holds it: taken before its lookup
+    /// (or, if the lookup did not take it, before its claim), and held until its claim is
+    /// answered, or, when it was granted, until the execution is registered.
+    turn: Option<OwnTurn>,
+    /// Whether the lookup found no record: the claim does not look it up again.
+    absent: bool,
     /// Until when a duplicate of a request in flight waits for it: set by [`Self::claim`].
     deadline: Option<Instant>,
 }
 
-impl<'a, St: Store> Beginning<'a, St> {
-    /// `prepared`, to begin with what its layer's requests share.
-    pub(crate) fn new(shared: &'a Shared<St>, prepared: &'a Prepared) -> Self {
+impl Beginning {
+    /// `prepared`, to begin.
+    pub(crate) fn new(prepared: Prepared) -> Self {
         Self {
-            store: &shared.store,
-            local: &shared.local,
             prepared,
-            config: &shared.config,
+            turn: None,
+            absent: false,
             deadline: None,
         }
     }
@@ -93,28 +71,49 @@ impl<'a, St: Store> Beginning<'a, St> {
         &self.prepared.claim
     }
 
+    /// The claim is to name `owner`, whose heartbeat the store has: set before the claim.
+    pub(crate) fn owned_by(&mut self, owner: Option<OwnerId>) {
+        self.prepared.claim.owner = owner;
+    }
+
+    /// The request, and this process's turn at its scope if it still holds it (see
+    /// [`Self::claim`]).
+    pub(crate) fn into_parts(self) -> (Prepared, Option<OwnTurn>) {
+        (self.prepared, self.turn)
+    }
+
     /// The lookup in the request's own task: `Break` with the answer when the record decided
-    /// (a replay, `key-reused`, or, unless the request is to wait, `request-in-flight`). A
-    /// duplicate of an execution of this process is not looked up: the claim step answers it
-    /// from the execution.
-    pub(crate) async fn lookup(&self) -> Result<ControlFlow<Response<Body>, Lookup>, Error> {
-        if self.local.duplicate(self.request()).is_some() {
-            return Ok(ControlFlow::Continue(Lookup::Unread));
+    /// (a replay, `key-reused`, or, unless the request is to wait, `request-in-flight`), else
+    /// the request on its way to its claim. A duplicate of an execution of this process is
+    /// not looked up: the claim step answers it from the execution.
+    pub(crate) async fn lookup<St: Store>(
+        mut self,
+        shared: &Shared<St>,
+    ) -> Result<ControlFlow<Response<Body>, Self>, Error> {
+        if shared.local.duplicate(self.request()).is_some() {
+            return Ok(ControlFlow::Continue(self));
         }
-        let ControlFlow::Continue(turn) = self.turn().await else {
-            return Ok(ControlFlow::Continue(Lookup::Unread));
-        };
-        Ok(match self.read().await? {
-            None => ControlFlow::Continue(Lookup::Absent(turn)),
+        if self.take_turn(&shared.local).await.is_break() {
+            return Ok(ControlFlow::Continue(self));
+        }
+        Ok(match self.read(shared).await? {
+            None => {
+                self.absent = true;
+                ControlFlow::Continue(self)
+            }
             // Waiting for the original is the claim step's. The turn drops here (and below):
             // the duplicates waiting for it read for themselves.
-            Some(Begin::InFlight { .. }) if self.config.wait_in_flight.is_some() => {
-                ControlFlow::Continue(Lookup::Unread)
+            Some(Begin::InFlight { .. }) if shared.config.wait_in_flight.is_some() => {
+                self.turn = None;
+                ControlFlow::Continue(self)
             }
             // `lookup` never claims, so there is no claim to give back.
-            Some(begun) => match answered(begun, &self.prepared.parts.headers, self.config) {
+            Some(begun) => match answered(begun, &self.prepared.parts.headers, &shared.config) {
                 Ok(answer) => ControlFlow::Break(answer),
-                Err(_) => ControlFlow::Continue(Lookup::Unread),
+                Err(_) => {
+                    self.turn = None;
+                    ControlFlow::Continue(self)
+                }
             },
         })
     }
@@ -122,26 +121,23 @@ impl<'a, St: Store> Beginning<'a, St> {
     /// The claim, in the request's task of its own, after `lookup`: answered here first for a
     /// duplicate of a local execution, and a request in flight waited for until the deadline
     /// if one is configured, polling the record with a growing backoff until it is no longer
-    /// in flight or time is up. A granted claim comes with this process's turn at the scope,
-    /// to drop once the execution is registered. A failed claim comes with the turn too, if
-    /// it was held: the claim may stand all the same, and only while the turn is held can it
-    /// be told from another request's of this process.
-    pub(crate) async fn claim(
-        &mut self,
-        lookup: Lookup,
-    ) -> Result<(Begin, Option<OwnTurn>), Failed> {
-        self.deadline = self
+    /// in flight or time is up. A granted claim leaves the request with this process's turn
+    /// at the scope, to drop once the execution is registered. A failed claim leaves it with
+    /// the turn too, if it was held: the claim may stand all the same, and only while the
+    /// turn is held can it be told from another request's of this process.
+    pub(crate) async fn claim<St: Store>(&mut self, shared: &Shared<St>) -> Result<Begin, Error> {
+        self.deadline = shared
             .config
             .wait_in_flight
             .map(|bound| Instant::now() + bound);
-        let (mut begun, turn) = self.claim_once(lookup).await?;
+        let mut begun = self.claim_once(shared).await?;
         let Some(deadline) = self.deadline else {
-            return Ok((begun, turn));
+            return Ok(begun);
         };
         if let Begin::Execute(_) = begun {
-            return Ok((begun, turn));
+            return Ok(begun);
         }
-        drop(turn);
+        self.turn = None;
         let mut poll = FIRST_POLL;
         while let Begin::InFlight { .. } = begun {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -150,105 +146,92 @@ impl<'a, St: Store> Beginning<'a, St> {
             }
             tokio::time::sleep(poll.min(left)).await;
             poll = (poll * 2).min(MAX_POLL);
-            begun = self.poll().await.map_err(Failed::without_turn)?;
+            begun = self.poll(shared).await?;
         }
-        Ok((begun, None))
+        Ok(begun)
     }
 
     /// One poll of a record in flight: still in flight, or what [`begin`] makes of it.
-    async fn poll(&self) -> Result<Begin, Error> {
-        let (request, expired) = (self.request(), self.config.expired_lease);
-        let record = timed("lookup", self.store.lookup(&request.scope)).await?;
+    async fn poll<St: Store>(&self, shared: &Shared<St>) -> Result<Begin, Error> {
+        let (request, expired) = (self.request(), shared.config.expired_lease);
+        let record = timed("lookup", shared.store.lookup(&request.scope)).await?;
         if let Some(Decision::InFlight { retry_after }) =
             record.map(|record| decide(request, &record, expired))
         {
             return Ok(Begin::InFlight { retry_after });
         }
-        timed("begin", begin(self.store, request, expired)).await
+        timed("begin", begin(&shared.store, request, expired)).await
     }
 
     /// The first attempt: the record read unless `lookup` found it absent, then the claim
     /// with this process's turn at the scope (unless the lookup already took it).
-    async fn claim_once(&self, lookup: Lookup) -> Result<(Begin, Option<OwnTurn>), Failed> {
-        if let Some(in_flight) = self.in_flight_here().await {
-            return Ok((in_flight, None));
+    async fn claim_once<St: Store>(&mut self, shared: &Shared<St>) -> Result<Begin, Error> {
+        if let Some(in_flight) = self.in_flight_here(shared).await {
+            self.turn = None;
+            return Ok(in_flight);
         }
-        let turn = match lookup {
-            // The lookup in the request's own task took the turn already.
-            Lookup::Absent(Some(turn)) => Some(turn),
-            lookup => {
-                if let Lookup::Unread = lookup
-                    && let Some(answer) = self.read().await.map_err(Failed::without_turn)?
-                {
-                    return Ok((answer, None));
-                }
-                match self.turn_to_claim().await {
-                    Ok(turn) => turn,
-                    Err(in_flight) => return Ok((in_flight, None)),
-                }
+        // Without the turn the lookup took: the record read unless it was found absent, then
+        // the turn taken before the claim.
+        if self.turn.is_none() {
+            if !self.absent
+                && let Some(answer) = self.read(shared).await?
+            {
+                return Ok(answer);
             }
-        };
-        let request = self.request();
-        let begun = timed(
-            "claim",
-            claim(self.store, request, self.config.expired_lease),
-        )
-        .await;
-        match begun {
-            Ok(begun) => Ok((begun, turn)),
-            Err(error) => Err(Failed { error, turn }),
+            if let Some(in_flight) = self.turn_to_claim(shared).await {
+                return Ok(in_flight);
+            }
+        }
+        let expired = shared.config.expired_lease;
+        timed("claim", claim(&shared.store, self.request(), expired)).await
+    }
+
+    /// The turn before the claim, for a request whose lookup did not take it: `Some` with
+    /// the answer of a duplicate of the local execution that the turn's holder began.
+    async fn turn_to_claim<St: Store>(&mut self, shared: &Shared<St>) -> Option<Begin> {
+        match self.take_turn(&shared.local).await {
+            ControlFlow::Continue(()) => None,
+            ControlFlow::Break(()) => self.in_flight_here(shared).await,
         }
     }
 
-    /// The turn before the claim, for a request whose lookup did not take it: `Err` with the
-    /// answer of a duplicate of the local execution that the turn's holder began.
-    async fn turn_to_claim(&self) -> Result<Option<OwnTurn>, Begin> {
-        match self.turn().await {
-            ControlFlow::Continue(turn) => Ok(turn),
-            ControlFlow::Break(()) => match self.in_flight_here().await {
-                Some(in_flight) => Err(in_flight),
-                None => Ok(None),
-            },
-        }
-    }
-
-    /// This process's turn at the request's scope, if no request has it. If an exact
+    /// Takes this process's turn at the request's scope, if no request has it. If an exact
     /// duplicate has it, waits until that one's claim is answered: `Break` when it was granted
-    /// (the request duplicates a local execution), else `Continue(None)`, to go on without the
-    /// turn (at most one wait, so that replays of one key do not queue in line). Another
-    /// request of the scope (another body) is the store's to decide: no turn, no wait.
-    async fn turn(&self) -> ControlFlow<(), Option<OwnTurn>> {
-        match self.local.turn(self.request()) {
-            Turn::Lead(turn) => ControlFlow::Continue(Some(turn)),
-            Turn::Other(_) => ControlFlow::Continue(None),
+    /// (the request duplicates a local execution), else `Continue`, to go on without the turn
+    /// (at most one wait, so that replays of one key do not queue in line). Another request
+    /// of the scope (another body) is the store's to decide: no turn, no wait.
+    async fn take_turn(&mut self, local: &Local) -> ControlFlow<()> {
+        match local.turn(self.request()) {
+            Turn::Lead(turn) => self.turn = Some(turn),
+            Turn::Other(_) => {}
             Turn::Follow(mut first) => {
-                // The first one's turn settles nothing: this returns once its lookup or
+                // The first one's turn hands on nothing: this returns once its lookup or
                 // claim is answered (or its request is gone).
-                first.settled().await;
-                if self.local.duplicate(self.request()).is_some() {
+                first.handed_on().await;
+                if local.duplicate(self.request()).is_some() {
                     return ControlFlow::Break(());
                 }
-                ControlFlow::Continue(None)
             }
         }
+        ControlFlow::Continue(())
     }
 
     /// The one read of the record before a claim: what it answers without a write, if the
     /// store looks first.
-    async fn read(&self) -> Result<Option<Begin>, Error> {
-        let looked = lookup(self.store, self.request(), self.config.expired_lease);
+    async fn read<St: Store>(&self, shared: &Shared<St>) -> Result<Option<Begin>, Error> {
+        let looked = lookup(&shared.store, self.request(), shared.config.expired_lease);
         timed("lookup", looked).await
     }
 
     /// A duplicate of an execution of this process waits for it here, if it may wait at
     /// all: in flight if the execution runs on past the deadline (at once without one);
     /// `None` when there is none or it ended, and the store is to be asked.
-    async fn in_flight_here(&self) -> Option<Begin> {
-        let here = self.local.duplicate(self.request())?;
+    async fn in_flight_here<St: Store>(&self, shared: &Shared<St>) -> Option<Begin> {
+        let here = shared.local.duplicate(self.request())?;
         if wait_for_local(here, self.deadline).await {
             return None;
         }
-        let retry_after = retry_after(self.config.lease);
+        let retry_after = retry_after(shared.config.lease);
         Some(Begin::InFlight { retry_after })
     }
 }
@@ -269,6 +252,7 @@ async fn wait_for_local(mut ended: watch::Receiver<()>, deadline: Option<Instant
 mod tests {
     #![allow(clippy::unwrap_used)]
     use std::pin::pin;
+    use std::sync::Arc;
     use std::task::{Context, Poll, Waker};
 
     use bytes::Bytes;
@@ -276,9 +260,10 @@ mod tests {
     use idemkey_core::{Claim, MemoryStore, StoredResponse, TryClaim};
 
     use super::*;
+    use crate::Config;
 
-    fn parts() -> (MemoryStore, Arc<Local>, Config) {
-        (MemoryStore::new(), Arc::default(), Config::default())
+    fn shared() -> Shared<MemoryStore> {
+        Shared::new(MemoryStore::new(), Config::default())
     }
 
     fn prepared(body: &str) -> Prepared {
@@ -289,19 +274,6 @@ mod tests {
         let body = Bytes::copy_from_slice(body.as_bytes());
         let claim = request_for("actor", "create-note", std::str::from_utf8(&body).unwrap());
         Prepared { parts, body, claim }
-    }
-
-    fn beginning<'a>(
-        (store, local, config): &'a (MemoryStore, Arc<Local>, Config),
-        prepared: &'a Prepared,
-    ) -> Beginning<'a, MemoryStore> {
-        Beginning {
-            store,
-            local,
-            prepared,
-            config,
-            deadline: None,
-        }
     }
 
     /// Polls once: the store here never waits, so `Pending` can only be a wait for another
@@ -336,20 +308,22 @@ mod tests {
     /// empty record and gone on to claim.
     #[tokio::test]
     async fn a_duplicate_waits_for_the_first_ones_claim_without_reading() {
-        let layer = parts();
-        let (first, turn) = first_turn(&layer.1);
-        let duplicate = prepared("{}");
-        let beginning = beginning(&layer, &duplicate);
-        let mut looking = pin!(beginning.lookup());
+        let layer = shared();
+        let (first, turn) = first_turn(&layer.local);
+        let mut looking = pin!(Beginning::new(prepared("{}")).lookup(&layer));
         assert!(poll_once(looking.as_mut()).is_pending(), "it waits");
 
-        let claim = claimed(&layer.0, &first).await;
-        let executing = layer.1.enter(&first.claim, (Instant::now(), claim.lease));
+        let claim = claimed(&layer.store, &first).await;
+        let executing = layer
+            .local
+            .enter(&first.claim, (Instant::now(), claim.lease));
         drop(turn);
-        let looked = looking.await.unwrap();
+        let ControlFlow::Continue(looked) = looking.await.unwrap() else {
+            panic!("left to the claim step");
+        };
         assert!(
-            matches!(looked, ControlFlow::Continue(Lookup::Unread)),
-            "a local execution's duplicate"
+            !looked.absent && looked.turn.is_none(),
+            "a local execution's duplicate, unread"
         );
         drop(executing);
     }
@@ -358,17 +332,15 @@ mod tests {
     /// duplicate that waited for it reads for itself: the first's read may predate it.
     #[tokio::test]
     async fn a_duplicate_reads_for_itself_when_the_first_ones_claim_is_not_granted() {
-        let layer = parts();
-        let (first, turn) = first_turn(&layer.1);
-        let duplicate = prepared("{}");
-        let beginning = beginning(&layer, &duplicate);
-        let mut looking = pin!(beginning.lookup());
+        let layer = shared();
+        let (first, turn) = first_turn(&layer.local);
+        let mut looking = pin!(Beginning::new(prepared("{}")).lookup(&layer));
         assert!(poll_once(looking.as_mut()).is_pending(), "it waits");
 
         // Completed meanwhile by another process: the first would replay it.
-        let claim = claimed(&layer.0, &first).await;
+        let claim = claimed(&layer.store, &first).await;
         let response = StoredResponse::new(201, "{\"id\":\"n1\"}");
-        layer.0.complete(&claim, &response).await.unwrap();
+        layer.store.complete(&claim, &response).await.unwrap();
         drop(turn);
         let ControlFlow::Break(replay) = looking.await.unwrap() else {
             panic!("answered from its own read");
@@ -381,19 +353,18 @@ mod tests {
     /// decides between them.
     #[tokio::test]
     async fn another_request_under_the_key_reads_at_once() {
-        let layer = parts();
+        let layer = shared();
         let first = prepared("{}");
-        let _turn = layer.1.turn(&first.claim);
+        let _turn = layer.local.turn(&first.claim);
         let other = prepared("{\"other\":true}");
-        let beginning = beginning(&layer, &other);
-        let mut looking = pin!(beginning.lookup());
+        let mut looking = pin!(Beginning::new(other).lookup(&layer));
         let Poll::Ready(looked) = poll_once(looking.as_mut()) else {
             panic!("it does not wait");
         };
-        assert!(matches!(
-            looked.unwrap(),
-            ControlFlow::Continue(Lookup::Absent(None))
-        ));
+        let ControlFlow::Continue(looked) = looked.unwrap() else {
+            panic!("no record to answer from");
+        };
+        assert!(looked.absent && looked.turn.is_none());
     }
 
     /// A request whose lookup found no record while an exact duplicate of this process holds
@@ -403,22 +374,28 @@ mod tests {
     /// free scope (the store here never waits, so the first poll would have ended).
     #[tokio::test]
     async fn a_duplicate_that_read_waits_for_the_claim_in_progress() {
-        let layer = parts();
-        let (first, turn) = first_turn(&layer.1);
-        let duplicate = prepared("{}");
-        let beginning = beginning(&layer, &duplicate);
-        let mut claiming = pin!(beginning.claim_once(Lookup::Absent(None)));
-        assert!(
-            poll_once(claiming.as_mut()).is_pending(),
-            "it waits instead of claiming"
-        );
-
-        let claim = claimed(&layer.0, &first).await;
-        let executing = layer.1.enter(&first.claim, (Instant::now(), claim.lease));
-        drop(turn);
-        let (begun, turn) = claiming.await.unwrap();
+        let layer = shared();
+        let (first, turn) = first_turn(&layer.local);
+        let mut duplicate = Beginning {
+            absent: true,
+            ..Beginning::new(prepared("{}"))
+        };
+        let begun = {
+            let mut claiming = pin!(duplicate.claim_once(&layer));
+            assert!(
+                poll_once(claiming.as_mut()).is_pending(),
+                "it waits instead of claiming"
+            );
+            let claim = claimed(&layer.store, &first).await;
+            let executing = layer
+                .local
+                .enter(&first.claim, (Instant::now(), claim.lease));
+            drop(turn);
+            let begun = claiming.await.unwrap();
+            drop(executing);
+            begun
+        };
         assert!(matches!(begun, Begin::InFlight { .. }), "in flight");
-        assert!(turn.is_none());
-        drop(executing);
+        assert!(duplicate.turn.is_none());
     }
 }

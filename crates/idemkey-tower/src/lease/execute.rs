@@ -14,8 +14,8 @@ use tower::Service;
 
 use super::heartbeat::Heartbeat;
 use super::local::LocalExecution;
-use super::service::Shared;
 use super::settle::{Settle, settle_in_store, settle_in_tx};
+use super::shared::Shared;
 use crate::answer::handler_failed;
 use crate::policy::judge;
 use crate::{Config, problem_response, split_response};

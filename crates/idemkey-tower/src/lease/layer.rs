@@ -3,7 +3,7 @@
 use tower::Layer;
 
 use super::Idempotency;
-use super::service::Shared;
+use super::shared::Shared;
 use crate::{Config, Executions};
 
 /// Layer that applies the [`Idempotency`] middleware, in lease mode, with one store and

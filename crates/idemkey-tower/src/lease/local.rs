@@ -31,7 +31,7 @@ use tokio::time::Instant;
 pub(crate) struct Local {
     scopes: Mutex<HashMap<Scope, Entry>>,
     /// The scopes a request of this process is looking up or claiming from the store right
-    /// now (see [`super::begin`]). They settle nothing: a duplicate woken by the end of one
+    /// now (see [`super::begin`]). They hand on nothing: a duplicate woken by the end of one
     /// looks for the execution it left, if any, among `scopes`.
     turns: Arc<Turns<Infallible>>,
 }

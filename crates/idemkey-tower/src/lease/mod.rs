@@ -3,7 +3,8 @@
 //!
 //! [`IdempotencyLayer`] applies [`Idempotency`] to a service; its future is the crate's
 //! [`ResponseFuture`](crate::ResponseFuture), shared with atomic mode. A keyed request,
-//! prepared as in both modes, takes these steps, one file each, and is answered as in both:
+//! prepared as in both modes, takes these steps, one file each, and is answered as in both.
+//! What the layer's requests share (`shared`) is handed to each step by the service:
 //!
 //! - `begin`: this process's turn at the scope, the lookup in the request's own task, then,
 //!   in a task of its own, the claim (and the wait for an original in flight); `local` keeps
@@ -13,8 +14,7 @@
 //!   process) kept alive by `liveness` if the layer has an owner grace;
 //! - `settle`: the record completed, released or discarded, in the store or, with
 //!   [`IdempotencyLayer::transactional`] (feature `sqlx` of idemkey-tower; `sqlite` or
-//!   `postgres` of the `idemkey` facade), in the handler's transaction
-//!   (`transactions`, `transactional`).
+//!   `postgres` of the `idemkey` facade), in the handler's transaction (`crate::tx`).
 
 mod begin;
 mod execute;
@@ -25,10 +25,9 @@ mod local;
 mod orphan;
 mod service;
 mod settle;
-#[cfg(feature = "sqlx")]
-mod transactional;
-mod transactions;
+mod shared;
 
 pub use layer::IdempotencyLayer;
 pub use liveness::OwnerHeartbeat;
 pub use service::Idempotency;
+pub(crate) use shared::Shared;

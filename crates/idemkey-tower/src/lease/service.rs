@@ -16,17 +16,15 @@ use tokio::time::Instant;
 use tower::Service;
 use tracing::{Instrument, Span, field};
 
-use super::begin::{Beginning, Lookup};
+use super::begin::Beginning;
 use super::execute::{Claimed, execute};
-use super::liveness::OwnerHeartbeat;
-use super::local::Local;
 use super::orphan;
-use super::transactions::MaybeTransactions;
+use super::shared::Shared;
 use crate::answer::{answered, joined, rejected, store_error};
-use crate::misconfig::Noticed;
 use crate::observe::timed;
 use crate::policy::judge;
-use crate::{Config, Executions, Preparation, Prepared, ResponseFuture, prepare};
+use crate::tx::MaybeTransactions;
+use crate::{Config, Preparation, ResponseFuture, prepare};
 
 /// Middleware that makes requests carrying an `Idempotency-Key` idempotent, in lease mode.
 ///
@@ -40,37 +38,6 @@ use crate::{Config, Executions, Preparation, Prepared, ResponseFuture, prepare};
 pub struct Idempotency<S, St> {
     inner: S,
     shared: Shared<St>,
-}
-
-/// What every request of a layer shares: its store and settings, the executions it runs in
-/// tasks of their own, what this process is doing for it, and the transactions it offers.
-#[derive(Clone, Debug)]
-pub(crate) struct Shared<St> {
-    pub(crate) store: St,
-    pub(crate) config: Arc<Config>,
-    pub(crate) executions: Executions,
-    pub(crate) local: Arc<Local>,
-    pub(crate) transactions: MaybeTransactions,
-    /// This process's heartbeat as the owner of its claims, with an owner grace.
-    pub(crate) liveness: Option<OwnerHeartbeat>,
-    /// Whether a misconfiguration was logged already.
-    pub(crate) noticed: Noticed,
-}
-
-impl<St> Shared<St> {
-    /// What a new layer over `store` shares.
-    pub(crate) fn new(store: St, config: Config) -> Self {
-        let liveness = config.owner_heartbeat.clone();
-        Self {
-            store,
-            liveness,
-            config: Arc::new(config),
-            executions: Executions::new(),
-            local: Arc::default(),
-            transactions: MaybeTransactions::default(),
-            noticed: Noticed::default(),
-        }
-    }
 }
 
 impl<S, St> Idempotency<S, St> {
@@ -168,16 +135,15 @@ where
     if let Some(heartbeat) = &shared.liveness {
         heartbeat.start_soon(&shared.store);
     }
-    let beginning = Beginning::new(&shared, &prepared);
-    let lookup = match beginning.lookup().await {
-        Ok(ControlFlow::Continue(lookup)) => lookup,
+    let beginning = match Beginning::new(prepared).lookup(&shared).await {
+        Ok(ControlFlow::Continue(beginning)) => beginning,
         Ok(ControlFlow::Break(answer)) => return Ok(answer),
         Err(err) => return Ok(store_error(&err)),
     };
     // From the claim on, the work belongs to a task of its own: a dropped response future
     // (client gone, timeout layer) must not abandon a claim or a handler half-way (§6).
     let executions = shared.executions.clone();
-    let claimed = claim_and_execute(inner, prepared, lookup, shared);
+    let claimed = claim_and_execute(inner, beginning, shared);
     joined(executions.spawn(claimed.in_current_span()).await)
 }
 
@@ -185,8 +151,7 @@ where
 /// the claim if it was granted; answers otherwise.
 async fn claim_and_execute<S, St, ResBody>(
     inner: S,
-    mut prepared: Prepared,
-    lookup: Lookup,
+    mut beginning: Beginning,
     shared: Shared<St>,
 ) -> Result<Response<Body>, S::Error>
 where
@@ -208,12 +173,14 @@ where
         },
         None => None,
     };
-    prepared.claim.owner = owner.as_ref().map(|(owner, _)| *owner);
-    let (begun, turn) = match Beginning::new(&shared, &prepared).claim(lookup).await {
+    beginning.owned_by(owner.as_ref().map(|(owner, _)| *owner));
+    let begun = beginning.claim(&shared).await;
+    let (prepared, turn) = beginning.into_parts();
+    let begun = match begun {
         Ok(begun) => begun,
-        Err(failed) => {
-            let answer = store_error(&failed.error);
-            if let (Some((owner, _)), Some(turn)) = (owner, failed.turn) {
+        Err(error) => {
+            let answer = store_error(&error);
+            if let (Some((owner, _)), Some(turn)) = (owner, turn) {
                 // Off the answer's path: the store may be slow to tell.
                 let (store, local) = (shared.store.clone(), shared.local.clone());
                 tokio::spawn(async move {

@@ -3,12 +3,12 @@
 
 use std::time::{Duration, Instant};
 
-use idemkey_core::{Claim, Error, Problem, ProblemKind, RecordState, Store, StoredResponse};
+use idemkey_core::{Claim, Error, Problem, RecordState, Store, StoredResponse};
 
-use super::transactions::Offered;
 use crate::Config;
-use crate::answer::{lease_lost, store_failure};
+use crate::answer::{lease_lost, outcome_unknown, store_failure};
 use crate::observe::{outcome, timed};
+use crate::tx::Offered;
 
 /// How many times completing a record is tried before giving up (behaviour [§10](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#10-errors)).
 const COMPLETE_ATTEMPTS: u32 = 4;
@@ -76,7 +76,7 @@ async fn not_committed<St: Store>(store: &St, claim: &Claim, error: &Error) -> P
     if let Error::OutcomeUnknown(_) = error {
         tracing::error!(%error, "the outcome of the handler's transaction is unknown");
         outcome("outcome_unknown");
-        return Problem::new(ProblemKind::OutcomeUnknown);
+        return outcome_unknown();
     }
     tracing::error!(%error, "the handler's transaction did not commit; releasing the claim");
     release(store, claim, false).await;

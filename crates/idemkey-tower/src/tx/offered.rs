@@ -1,5 +1,5 @@
-//! Lease mode's completion in the handler's own transaction, seen from the generic flow: the
-//! store-specific side is [`crate::atomic`]'s (feature `sqlx`).
+//! Lease mode's completion in the handler's own transaction, seen from the generic flow (any
+//! store, any features): the sqlx side is `lease` beside it (feature `sqlx`).
 
 use std::fmt;
 use std::sync::Arc;

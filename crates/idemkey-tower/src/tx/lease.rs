@@ -1,5 +1,5 @@
 //! Lease mode with the record's completion in the handler's transaction:
-//! [`IdempotencyLayer::transactional`].
+//! [`IdempotencyLayer::transactional`], on a sqlx store.
 
 use std::sync::Arc;
 
@@ -7,10 +7,9 @@ use futures_util::future::BoxFuture;
 use idemkey_core::{Claim, Error, StoredResponse};
 use idemkey_sqlx::{Backend, SqlxStore};
 
-use super::service::Shared;
-use super::transactions::{MaybeTransactions, Offered, Transactions};
-use super::{Idempotency, IdempotencyLayer};
-use crate::atomic::{Returned, TxOffer, TxSlot, end};
+use super::offered::{MaybeTransactions, Offered, Transactions};
+use super::slot::{Returned, TxOffer, TxSlot, end};
+use crate::lease::{Idempotency, IdempotencyLayer, Shared};
 
 impl<DB: Backend> IdempotencyLayer<SqlxStore<DB>> {
     /// The same layer, offering each handler a [`Tx`](crate::atomic::Tx) on the store's database
