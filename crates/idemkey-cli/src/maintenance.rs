@@ -1,6 +1,5 @@
 //! `idemkey sweep` and `idemkey forget`.
 
-use std::future::Future;
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -10,20 +9,33 @@ use idemkey_proxy::{ActorConfig, ProxyConfig, request_actors};
 use idemkey_tower::sweep_all;
 
 use crate::cli::{DatabaseArgs, ForgetArgs};
-use idemkey_server::{Database, RedisRecords, RedisSetup, is_redis, open_redis};
+use idemkey_server::{Database, RedisSetup, open_redis};
 
 /// Deletes every expired record, batch by batch.
 pub(crate) async fn sweep(args: DatabaseArgs) -> anyhow::Result<ExitCode> {
-    if let Some(url) = &args.records_url {
-        // Connecting checks the URL and the server, so a typo is not reported as success.
-        open_redis(url, maintenance_setup(&args)).await?;
+    // Redis records are opened too: connecting checks the URL and the server, so a typo is
+    // not reported as success. --database-url names a database here, never Redis.
+    let store = match &args.records_url {
+        Some(url) => Database::Redis(open_redis(url, maintenance_setup(&args)).await?),
+        None => Database::open_sql(&args.database_url, false).await?,
+    };
+    if let Database::Redis(_) = store {
         println!("nothing to sweep: Redis deletes each record itself when it expires (key TTL)");
         return Ok(ExitCode::SUCCESS);
     }
-    let store = Database::open(&args.database_url, false).await?;
     let deleted = sweep_all(&store).await.context("sweep failed")?;
     println!("deleted {deleted} expired records");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The store a maintenance command works on: the Redis records of --records-url if given,
+/// else the store of --database-url, a database or Redis records.
+async fn open(args: &DatabaseArgs) -> anyhow::Result<Database> {
+    let setup = maintenance_setup(args);
+    Ok(match &args.records_url {
+        Some(url) => Database::Redis(open_redis(url, setup).await?),
+        None => Database::open_with(&args.database_url, false, setup).await?,
+    })
 }
 
 /// Redis records for a maintenance command: no waits, no replay cache, the CA if given.
@@ -49,53 +61,13 @@ pub(crate) async fn forget(args: ForgetArgs) -> anyhow::Result<ExitCode> {
         .transpose()
         .map_err(|error| anyhow::anyhow!("invalid --key: {error}"))?;
     let whom = Whom::from_args(&args)?;
-    let url = &args.database.database_url;
-    if let Some(url) = args
-        .database
-        .records_url
-        .as_ref()
-        .or(is_redis(url).then_some(url))
-    {
-        let records = open_redis(url, maintenance_setup(&args.database)).await?;
-        return forget_in(&records, &args, &whom, key.as_ref()).await;
-    }
-    let store = Database::open(url, false).await?;
+    let store = open(&args.database).await?;
     forget_in(&store, &args, &whom, key.as_ref()).await
-}
-
-/// What `forget` needs of a store besides [`Store::forget`]: deleting a scope's record only
-/// if a given operation version wrote it, in one step.
-trait ForgetVersion: Store {
-    fn forget_version(
-        &self,
-        scope: &Scope,
-        version: &str,
-    ) -> impl Future<Output = idemkey_core::Result<bool>> + Send;
-}
-
-impl ForgetVersion for Database {
-    fn forget_version(
-        &self,
-        scope: &Scope,
-        version: &str,
-    ) -> impl Future<Output = idemkey_core::Result<bool>> + Send {
-        Database::forget_version(self, scope, version)
-    }
-}
-
-impl ForgetVersion for RedisRecords {
-    fn forget_version(
-        &self,
-        scope: &Scope,
-        version: &str,
-    ) -> impl Future<Output = idemkey_core::Result<bool>> + Send {
-        RedisRecords::forget_version(self, scope, version)
-    }
 }
 
 /// [`forget`] on one store.
 async fn forget_in(
-    store: &impl ForgetVersion,
+    store: &impl Store,
     args: &ForgetArgs,
     whom: &Whom,
     key: Option<&Key>,
@@ -115,7 +87,7 @@ async fn forget_in(
 
 /// Deletes the record of `actor`, `operation` (or its NAME:VERSION) and `key`, if any.
 async fn forget_one(
-    store: &impl ForgetVersion,
+    store: &impl Store,
     actor: &str,
     operation: &str,
     key: &Key,
@@ -130,7 +102,8 @@ async fn forget_one(
         return Ok(true);
     }
     if let Some((name, version)) = operation.rsplit_once(':')
-        && ForgetVersion::forget_version(store, &scope(name), version)
+        && store
+            .forget_version(&scope(name), version)
             .await
             .context("forget failed")?
     {

@@ -13,7 +13,9 @@ use metrics_exporter_prometheus::PrometheusBuilder;
 use tokio::net::TcpListener;
 
 use crate::cli::ServeArgs;
-use idemkey_server::{Database, REPLAY_CACHE_BYTES, RedisRecords, RedisSetup, open_redis, redact};
+use idemkey_server::{
+    Database, REPLAY_CACHE_BYTES, RedisRecords, RedisSetup, on_sql_backend, open_redis, redact,
+};
 
 /// Starts the service and runs it until SIGINT or SIGTERM.
 pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
@@ -35,11 +37,13 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
-    match Database::open(&args.database.database_url, true).await? {
-        Database::Sqlite(store) => serve(store, records, config, &args).await?,
-        Database::Postgres(store) => serve(store, records, config, &args).await?,
-        Database::Mysql(store) => serve(store, records, config, &args).await?,
-    }
+    // The notes need a database: `open_sql` refuses Redis.
+    let database = Database::open_sql(&args.database.database_url, true).await?;
+    on_sql_backend!(
+        database,
+        store => serve(store, records, config, &args).await?,
+        _ => anyhow::bail!("the notes need a database, not Redis records")
+    );
     Ok(ExitCode::SUCCESS)
 }
 
