@@ -3,13 +3,64 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
+use clap::Args;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use idemkey_core::{Key, Operation, Scope, Store};
 use idemkey_proxy::{ActorConfig, ProxyConfig, request_actors};
+use idemkey_server::{Database, RedisSetup, open_redis};
 use idemkey_tower::sweep_all;
 
-use crate::cli::{DatabaseArgs, ForgetArgs};
-use idemkey_server::{Database, RedisSetup, open_redis};
+use crate::args::{DatabaseArgs, parse_secret};
+
+/// `idemkey forget`'s arguments.
+#[derive(Debug, Args)]
+pub(crate) struct ForgetArgs {
+    #[command(flatten)]
+    pub(crate) database: DatabaseArgs,
+    /// The actor, as stored. With --operation and --key, only that record; without them,
+    /// every completed record of the actor, whatever its operation and key (its records
+    /// still in flight or released for a retry hold no response and are kept; the count of
+    /// each is printed).
+    #[arg(long, required_unless_present = "proxy_credential")]
+    pub(crate) actor: Option<String>,
+    /// The operation's name, or NAME:VERSION (`create-note:v1`): the whole value is tried as
+    /// a name first, then the name before the last colon, only if that version wrote its
+    /// record.
+    #[arg(long, requires = "key")]
+    pub(crate) operation: Option<String>,
+    /// The idempotency key, bare or quoted.
+    #[arg(long, requires = "operation")]
+    pub(crate) key: Option<String>,
+    /// Instead of --actor: the actor `idemkey proxy` gives this credential, as a client sends
+    /// it (`'Authorization: Bearer T'`), or `-` to read that line from stdin. Its digests are
+    /// computed as the proxy computes them (and the one of earlier versions); the credential
+    /// is never printed.
+    #[arg(long, value_name = "'HEADER: VALUE'", conflicts_with = "actor",
+        value_parser = |value: &str| Ok::<_, std::convert::Infallible>(Hidden(value.to_owned())))]
+    pub(crate) proxy_credential: Option<Hidden>,
+    /// With --proxy-credential: the proxy's --config file, for its `[actor]` settings (by
+    /// default the actor is the `Authorization` header's).
+    #[arg(long, value_name = "FILE", requires = "proxy_credential")]
+    pub(crate) config: Option<std::path::PathBuf>,
+    /// With --proxy-credential: a file holding the proxy's --secret, if it runs with one (its
+    /// final line ending is not part of it). Unset: IDEMKEY_SECRET, else the store's own.
+    #[arg(long, value_name = "FILE", requires = "proxy_credential")]
+    pub(crate) secret_file: Option<std::path::PathBuf>,
+    /// The proxy's --secret, from the environment only (IDEMKEY_SECRET).
+    #[arg(long, env = "IDEMKEY_SECRET", hide = true, hide_env_values = true,
+        value_parser = |value: &str| parse_secret(value).map(Hidden))]
+    pub(crate) secret: Option<Hidden>,
+}
+
+/// A value that may be a credential or a secret: never shown by `Debug`.
+#[derive(Clone)]
+pub(crate) struct Hidden(pub(crate) String);
+
+impl std::fmt::Debug for Hidden {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Hidden(..)")
+    }
+}
 
 /// Deletes every expired record, batch by batch.
 pub(crate) async fn sweep(args: DatabaseArgs) -> anyhow::Result<ExitCode> {
