@@ -25,7 +25,7 @@ use tower::ServiceExt;
 use super::Ctx;
 use super::report::{Ratio, WorkloadReport};
 use super::runner::{self, Op, Worker};
-use idemkey_server::Database;
+use idemkey_server::{Database, on_sql_backend};
 
 /// Key-less `POST /v1/notes` requests sent straight into a router.
 struct InProcess {
@@ -64,11 +64,13 @@ pub(crate) async fn layer(ctx: &Ctx) -> anyhow::Result<(WorkloadReport, Vec<Rati
         .database_url
         .as_deref()
         .context("layer needs --database-url when --url is given")?;
-    match Database::open(url, true).await? {
-        Database::Sqlite(store) => pairs(ctx, store).await,
-        Database::Postgres(store) => pairs(ctx, store).await,
-        Database::Mysql(store) => pairs(ctx, store).await,
-    }
+    // The layer's pairs run atomic mode too: `open_sql` refuses Redis.
+    let database = Database::open_sql(url, true).await?;
+    on_sql_backend!(
+        database,
+        store => pairs(ctx, store).await,
+        _ => anyhow::bail!("layer needs a database, not Redis records")
+    )
 }
 
 async fn pairs<DB: NotesDb>(

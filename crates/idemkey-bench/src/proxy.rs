@@ -29,7 +29,7 @@ use http::StatusCode;
 use idemkey_core::{
     ActorCaps, ClaimRequest, Fingerprint, Key, Operation, Store, StoredResponse, TryClaim,
 };
-use idemkey_server::{Database, RedisSetup, is_redis, open_redis};
+use idemkey_server::{Database, is_redis};
 
 use super::Ctx;
 use super::args::Workload;
@@ -255,23 +255,8 @@ async fn store(
         .max_records(RECORDS_CAP.parse()?)
         .max_bytes(BYTES_CAP.parse()?);
     // The proxy's records are opened as `idemkey proxy` opens them, with its caps.
-    if is_redis(database_url) {
-        let records = open_redis(database_url, RedisSetup::default())
-            .await?
-            .with_actor_caps(caps);
-        return store_pair(ctx, upstream, records, retention, workers).await;
-    }
-    match Database::open(database_url, true).await? {
-        Database::Sqlite(s) => {
-            store_pair(ctx, upstream, s.with_actor_caps(caps), retention, workers).await
-        }
-        Database::Postgres(s) => {
-            store_pair(ctx, upstream, s.with_actor_caps(caps), retention, workers).await
-        }
-        Database::Mysql(s) => {
-            store_pair(ctx, upstream, s.with_actor_caps(caps), retention, workers).await
-        }
-    }
+    let store = Database::open(database_url, true).await?.with_caps(caps)?;
+    store_pair(ctx, upstream, store, retention, workers).await
 }
 
 async fn store_pair<S: Store>(

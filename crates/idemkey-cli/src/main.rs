@@ -2,11 +2,9 @@
 //! keys in front of any HTTP API, `sweep` and `forget` maintain the records, `check` tests
 //! any API's idempotency keys from outside, `bench` measures what idempotency costs.
 
+mod args;
 mod cli;
-mod maintenance;
-mod proxy;
-mod send;
-mod serve;
+mod commands;
 
 use std::process::ExitCode;
 

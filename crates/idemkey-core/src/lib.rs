@@ -41,6 +41,7 @@
 //! | feature | what it enables |
 //! | --- | --- |
 //! | `testkit` | [`store_conformance_suite!`]: the cases every store must pass |
+//! | `replay-cache` | `ReplayCache`: the memory of the stores' replay caches |
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 mod caps;
@@ -53,6 +54,9 @@ mod policy;
 pub mod problem;
 mod protocol;
 mod record;
+#[cfg(feature = "replay-cache")]
+#[cfg_attr(docsrs, doc(cfg(feature = "replay-cache")))]
+mod replay_cache;
 mod response;
 mod scope;
 mod store;
@@ -76,6 +80,8 @@ pub use record::{
     Claim, ClaimRequest, DEFAULT_LEASE, DEFAULT_RETENTION, MAX_REQUEST_ID_LEN, OwnerId, Record,
     RecordId, RecordState,
 };
+#[cfg(feature = "replay-cache")]
+pub use replay_cache::{CacheKey, ReplayCache};
 pub use response::{DecodeError, StoredResponse};
 pub use scope::{Operation, Scope};
 pub use store::{ActorForgotten, Store, TryClaim};

@@ -326,6 +326,15 @@ impl Store for MemoryStore {
         Ok(self.lock().remove(scope).is_some())
     }
 
+    async fn forget_version(&self, scope: &Scope, version: &str) -> Result<bool> {
+        let mut rows = self.lock();
+        if rows.get(scope).is_some_and(|row| row.version == version) {
+            rows.remove(scope);
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
     async fn forget_actor(&self, actor: &str) -> Result<ActorForgotten> {
         let now = self.clock.now_ms();
         let mut rows = self.lock();

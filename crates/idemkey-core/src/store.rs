@@ -4,7 +4,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::{Claim, ClaimRequest, Error, OwnerId, Record, Result, Scope, StoredResponse};
+use crate::{
+    ActorCaps, Claim, ClaimRequest, Error, OwnerId, Record, Result, Scope, StoredResponse,
+};
 
 /// The outcome of [`Store::try_claim`].
 #[derive(Clone, Debug)]
@@ -82,6 +84,21 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// Deletes one scope's record, whatever its state. `true` if there was one.
     fn forget(&self, scope: &Scope) -> impl Future<Output = Result<bool>> + Send;
 
+    /// Deletes a scope's record only if operation version `version` wrote it, in one step, so
+    /// that a forget naming a version never deletes another version's record. `true` if it
+    /// did. The default refuses with [`Error::Backend`]: a store that keeps each record's
+    /// version overrides it.
+    fn forget_version(
+        &self,
+        scope: &Scope,
+        version: &str,
+    ) -> impl Future<Output = Result<bool>> + Send {
+        let _ = (scope, version);
+        std::future::ready(Err(Error::Backend(
+            "this store cannot forget a record by the version that wrote it".into(),
+        )))
+    }
+
     /// Deletes every completed record of `actor`, whatever its operation and key, and any of
     /// its expired records, so that none of its stored responses is replayed again (behaviour
     /// [§9](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#9-retention-and-time)): for a credential revoked upstream, whose
@@ -118,6 +135,28 @@ pub trait Store: Clone + Send + Sync + 'static {
     fn beat(&self, owner: OwnerId, grace: Duration) -> impl Future<Output = Result<()>> + Send {
         let _ = (owner, grace);
         async { Ok(()) }
+    }
+
+    /// The same store holding each actor to `caps` (behaviour [§11](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#11-security)):
+    /// a request that would create a record for an actor at one of them is refused with
+    /// [`Error::ActorCap`], and a retry answered from an existing record never is. Fails only
+    /// when this store cannot keep caps: the default takes unlimited caps, and refuses any
+    /// other with [`Error::Backend`], so that a cap is never set and silently not kept.
+    ///
+    /// ```
+    /// # use idemkey_core::{ActorCaps, MemoryStore, Store};
+    /// // The memory store keeps no caps: it takes none, and refuses any.
+    /// assert!(MemoryStore::new().with_caps(ActorCaps::new()).is_ok());
+    /// assert!(MemoryStore::new().with_caps(ActorCaps::new().max_records(10)).is_err());
+    /// ```
+    fn with_caps(self, caps: ActorCaps) -> Result<Self> {
+        if caps.is_unlimited() {
+            Ok(self)
+        } else {
+            Err(Error::Backend(
+                "this store cannot hold actors to per-actor caps".into(),
+            ))
+        }
     }
 
     /// Whether [`crate::begin`] reads the record ([`Store::lookup`]) before claiming. A

@@ -7,9 +7,8 @@ use idemkey_core::{ActorCaps, Store};
 use idemkey_tower::{Executions, OwnerHeartbeat};
 
 use crate::actor::{ActorKey, ProxyActor};
-use crate::caps::CapStore;
 use crate::config::ProxyConfig;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::forward::Forward;
 use crate::routes::{self, Shared};
 use crate::server::Proxy;
@@ -90,7 +89,7 @@ impl<S: Store> ProxyBuilder<S> {
     }
 }
 
-impl<S: CapStore> ProxyBuilder<S> {
+impl<S: Store> ProxyBuilder<S> {
     /// The proxy, or the first configuration value that does not parse or is refused
     /// (per-actor caps included: [`crate::Error::CapsUnsupported`] from a store that cannot
     /// keep them).
@@ -100,7 +99,11 @@ impl<S: CapStore> ProxyBuilder<S> {
             Some(caps) => caps,
             None => self.config.actor_caps()?,
         };
-        let store = self.store.with_caps(caps)?;
+        // Setting caps fails only on a store that cannot keep them.
+        let store = self
+            .store
+            .with_caps(caps)
+            .map_err(|_| Error::CapsUnsupported)?;
         let executions = Executions::new();
         // Keyed by the configured secret if any, else by the store's, loaded by the first
         // request that needs it.

@@ -1,63 +1,13 @@
 //! Per-actor caps in the proxy (behaviour [§11](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#11-security)):
 //! one credential, or the shared anonymous actor, cannot fill the store for everyone else.
-//! The store enforces them, in the step that creates a record, so several proxies on one
-//! store share each actor's caps; a refused request is answered 429 `actor-cap-reached` and
-//! never reaches the upstream.
+//! The store enforces them ([`idemkey_core::Store::with_caps`]), in the step that creates a
+//! record, so several proxies on one store share each actor's caps; a refused request is
+//! answered 429 `actor-cap-reached` and never reaches the upstream. This file reads them.
 
-use idemkey_core::{ActorCaps, MemoryStore, Store};
-use idemkey_server::{Database, RedisRecords};
+use idemkey_core::ActorCaps;
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
-
-/// A [`Store`] that can hold each actor to [`ActorCaps`] as it creates records: what
-/// [`crate::ProxyBuilder::build`] needs. The stores `idemkey proxy` opens (SQLite,
-/// PostgreSQL, MySQL, Redis) enforce them; a store that cannot keeps the default method,
-/// which refuses any cap, so a cap is never set and silently not kept.
-///
-/// ```
-/// # use idemkey_core::{ActorCaps, MemoryStore};
-/// # use idemkey_proxy::CapStore;
-/// // The memory store keeps no caps: it takes none, and refuses any.
-/// assert!(MemoryStore::new().with_caps(ActorCaps::new()).is_ok());
-/// assert!(MemoryStore::new().with_caps(ActorCaps::new().max_records(10)).is_err());
-/// ```
-pub trait CapStore: Store {
-    /// The same store refusing, with [`idemkey_core::Error::ActorCap`], a request that would
-    /// create a record for an actor at one of `caps`. [`Error::CapsUnsupported`] if this
-    /// store cannot, unless `caps` are unlimited.
-    fn with_caps(self, caps: ActorCaps) -> Result<Self> {
-        if caps.is_unlimited() {
-            Ok(self)
-        } else {
-            Err(Error::CapsUnsupported)
-        }
-    }
-}
-
-impl CapStore for MemoryStore {}
-
-impl<DB: idemkey_sqlx::Backend> CapStore for idemkey_sqlx::SqlxStore<DB> {
-    fn with_caps(self, caps: ActorCaps) -> Result<Self> {
-        Ok(self.with_actor_caps(caps))
-    }
-}
-
-impl CapStore for Database {
-    fn with_caps(self, caps: ActorCaps) -> Result<Self> {
-        Ok(match self {
-            Self::Sqlite(store) => Self::Sqlite(store.with_actor_caps(caps)),
-            Self::Postgres(store) => Self::Postgres(store.with_actor_caps(caps)),
-            Self::Mysql(store) => Self::Mysql(store.with_actor_caps(caps)),
-        })
-    }
-}
-
-impl CapStore for RedisRecords {
-    fn with_caps(self, caps: ActorCaps) -> Result<Self> {
-        Ok(self.with_actor_caps(caps))
-    }
-}
 
 /// A per-actor cap as written in the file or given as a flag: a whole number, `"unlimited"`,
 /// or for bytes also a size with a binary unit (`"64MiB"`, `"500KiB"`, `"1GiB"`).

@@ -55,7 +55,7 @@ mod upstream;
 
 pub use actor::request_actors;
 pub use builder::ProxyBuilder;
-pub use caps::{CapStore, CapValue};
+pub use caps::CapValue;
 pub use config::{ActorConfig, ProxyConfig, RouteConfig, UpstreamConfig};
 pub use error::{Error, Result};
 pub use forward::PROBLEM_SLUGS;

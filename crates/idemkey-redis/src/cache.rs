@@ -30,9 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
-use idemkey_core::{Error, Record, RecordState, Result, Scope};
-use quick_cache::Weighter;
-use quick_cache::sync::Cache;
+use idemkey_core::{Error, Record, RecordState, ReplayCache, Result, Scope};
 use redis::aio::{AsyncPushSender, MultiplexedConnection, SendError};
 use redis::{
     AsyncConnectionConfig, IntoConnectionInfo, ProtocolVersion, PushInfo, PushKind, Value,
@@ -46,37 +44,6 @@ pub(crate) const MAX_AGE: Duration = Duration::from_secs(60);
 /// The default staleness bound: how long ago the last answered heartbeat may have been sent.
 pub(crate) const DEFAULT_STALENESS: Duration = Duration::from_secs(1);
 
-/// What one copy costs beyond its response, roughly.
-const ENTRY_OVERHEAD: u64 = 200;
-
-/// The average entry size the table is sized for.
-const TYPICAL_ENTRY: u64 = 1024;
-
-/// One copy: the scope it belongs to (a digest collision must not be served), the record,
-/// and when this process must stop serving it.
-#[derive(Clone)]
-struct Entry {
-    scope: Scope,
-    record: Arc<Record>,
-    until: Instant,
-}
-
-/// Weighs a copy by the bytes it holds, so the bound is on memory.
-#[derive(Clone)]
-struct Bytes;
-
-impl Weighter<String, Entry> for Bytes {
-    fn weight(&self, key: &String, entry: &Entry) -> u64 {
-        let response = match &entry.record.state {
-            RecordState::Completed(stored) => stored.encoded_len(),
-            _ => 0,
-        };
-        let scope = &entry.scope;
-        let names = scope.actor.len() + scope.operation.len() + scope.key.as_str().len();
-        u64::try_from(response + names + key.len()).unwrap_or(u64::MAX) + ENTRY_OVERHEAD
-    }
-}
-
 /// What the lock guards: the generation every change bumps, and the tracking connection with
 /// its epoch (bumped whenever a connection is lost or made).
 #[derive(Default)]
@@ -88,7 +55,8 @@ struct State {
 
 /// What the cache, its tracking task and the connection's push handler share.
 struct Shared {
-    entries: Cache<String, Entry, Bytes>,
+    /// The copies, under their records' Redis keys.
+    entries: ReplayCache<String>,
     state: Mutex<State>,
     /// Nanoseconds after `base` until which copies may be served (0: not at all).
     fresh_until: AtomicU64,
@@ -162,11 +130,11 @@ impl Shared {
         Some((state.generation, state.conn.clone()?))
     }
 
-    /// Inserts a fill's copy unless anything changed since it read.
-    fn insert(&self, generation: u64, key: String, entry: Entry) {
+    /// Keeps a fill's copy, to serve until `until`, unless anything changed since it read.
+    fn insert(&self, generation: u64, key: String, scope: Scope, record: Record, until: Instant) {
         let state = self.lock();
         if state.generation == generation {
-            self.entries.insert(key, entry);
+            self.entries.keep(key, scope, record, until);
         }
     }
 }
@@ -200,27 +168,28 @@ impl AsyncPushSender for Invalidations {
     }
 }
 
-/// The replay cache of one store and its clones (see the module's documentation).
-pub(crate) struct ReplayCache {
+/// The replay cache of one store and its clones, kept exact by tracking (see the module's
+/// documentation).
+pub(crate) struct TrackedCache {
     shared: Arc<Shared>,
     tracker: tokio::task::JoinHandle<()>,
 }
 
-impl std::fmt::Debug for ReplayCache {
+impl std::fmt::Debug for TrackedCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReplayCache")
+        f.debug_struct("TrackedCache")
             .field("staleness", &self.shared.staleness)
             .finish_non_exhaustive()
     }
 }
 
-impl Drop for ReplayCache {
+impl Drop for TrackedCache {
     fn drop(&mut self) {
         self.tracker.abort();
     }
 }
 
-impl ReplayCache {
+impl TrackedCache {
     /// A client for the server at `url` that speaks RESP3, whose pushes carry invalidations.
     pub(crate) fn resp3(url: &str, options: &crate::RedisOptions) -> Result<redis::Client> {
         let info = url.into_connection_info().map_err(backend)?;
@@ -240,9 +209,8 @@ impl ReplayCache {
         staleness: Duration,
         config: AsyncConnectionConfig,
     ) -> Result<Self> {
-        let items = usize::try_from(max_bytes / TYPICAL_ENTRY).unwrap_or(usize::MAX);
         let shared = Arc::new(Shared {
-            entries: Cache::with_weighter(items.max(16), max_bytes, Bytes),
+            entries: ReplayCache::new(max_bytes),
             state: Mutex::default(),
             fresh_until: AtomicU64::new(0),
             base: Instant::now(),
@@ -267,8 +235,7 @@ impl ReplayCache {
         if !self.shared.fresh(now) {
             return None;
         }
-        let entry = self.shared.entries.get(key)?;
-        (entry.until > now && entry.scope == *scope).then_some(entry.record)
+        self.shared.entries.get(key, scope)
     }
 
     /// Reads the scope's record on the tracking connection and keeps it if it is completed.
@@ -293,16 +260,7 @@ impl ReplayCache {
         match found {
             Ok(Some((record, left))) if matches!(record.state, RecordState::Completed(_)) => {
                 let until = sent + left.min(MAX_AGE);
-                let record = Arc::new(record);
-                self.shared.insert(
-                    generation,
-                    key,
-                    Entry {
-                        scope,
-                        record,
-                        until,
-                    },
-                );
+                self.shared.insert(generation, key, scope, record, until);
             }
             Ok(_) => {}
             Err(error) => tracing::debug!(%error, "the replay cache could not read a record"),
@@ -411,7 +369,7 @@ mod tests {
 
     fn shared() -> Shared {
         Shared {
-            entries: Cache::with_weighter(16, 1 << 20, Bytes),
+            entries: ReplayCache::new(1 << 20),
             state: Mutex::default(),
             fresh_until: AtomicU64::new(u64::MAX),
             base: Instant::now(),
@@ -419,20 +377,26 @@ mod tests {
         }
     }
 
-    fn entry() -> Entry {
-        let fingerprint = idemkey_core::Fingerprint::builder("POST", "/").body(b"");
-        Entry {
-            scope: Scope::new("a", &Operation::new("op", "v1"), Key::parse(b"k").unwrap()),
-            record: Arc::new(Record {
-                record_id: idemkey_core::RecordId::new(),
-                version: "v1".into(),
-                fingerprint,
-                token: 1,
-                state: RecordState::Completed(StoredResponse::new(201, "x")),
-                request_id: None,
-            }),
-            until: Instant::now() + MAX_AGE,
-        }
+    fn scope() -> Scope {
+        Scope::new("a", &Operation::new("op", "v1"), Key::parse(b"k").unwrap())
+    }
+
+    /// Keeps a completed record of [`scope`] under `key`, if `generation` is still current.
+    fn insert(shared: &Shared, generation: u64, key: &str) {
+        let record = Record {
+            record_id: idemkey_core::RecordId::new(),
+            version: "v1".into(),
+            fingerprint: idemkey_core::Fingerprint::builder("POST", "/").body(b""),
+            token: 1,
+            state: RecordState::Completed(StoredResponse::new(201, "x")),
+            request_id: None,
+        };
+        let until = Instant::now() + MAX_AGE;
+        shared.insert(generation, key.into(), scope(), record, until);
+    }
+
+    fn kept(shared: &Shared, key: &str) -> bool {
+        shared.entries.get(key, &scope()).is_some()
     }
 
     #[test]
@@ -441,31 +405,31 @@ mod tests {
         let generation = shared.lock().generation;
         // The invalidation is handled after the fill's reply, before its insertion.
         shared.invalidate(["other"]);
-        shared.insert(generation, "k".into(), entry());
-        assert!(shared.entries.get("k").is_none());
+        insert(&shared, generation, "k");
+        assert!(!kept(&shared, "k"));
         let generation = shared.lock().generation;
-        shared.insert(generation, "k".into(), entry());
-        assert!(shared.entries.get("k").is_some());
+        insert(&shared, generation, "k");
+        assert!(kept(&shared, "k"));
     }
 
     #[test]
     fn invalidations_drop_their_keys_and_a_null_drops_all() {
         let shared = shared();
-        shared.insert(0, "k".into(), entry());
-        shared.insert(0, "j".into(), entry());
+        insert(&shared, 0, "k");
+        insert(&shared, 0, "j");
         shared.invalidate(["k"]);
-        assert!(shared.entries.get("k").is_none());
-        assert!(shared.entries.get("j").is_some());
+        assert!(!kept(&shared, "k"));
+        assert!(kept(&shared, "j"));
         shared.invalidate_all();
-        assert!(shared.entries.get("j").is_none());
+        assert!(!kept(&shared, "j"));
     }
 
     #[test]
     fn a_disconnection_empties_the_cache_and_stops_serving() {
         let shared = shared();
-        shared.insert(0, "k".into(), entry());
+        insert(&shared, 0, "k");
         shared.disconnected();
-        assert!(shared.entries.get("k").is_none());
+        assert!(!kept(&shared, "k"));
         assert!(!shared.fresh(Instant::now()));
         // A heartbeat of the lost connection confirms nothing.
         shared.confirmed(0, Instant::now());

@@ -7,7 +7,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::{AsyncConnectionConfig, IntoConnectionInfo};
 
-use crate::cache::ReplayCache;
+use crate::cache::TrackedCache;
 use crate::durable::{Durable, Wait};
 use crate::error::{Sent, store_error};
 use crate::{DEFAULT_PREFIX, RedisConnection, RedisStore};
@@ -182,9 +182,9 @@ impl RedisStore<RedisConnection> {
             let config = AsyncConnectionConfig::new()
                 .set_connection_timeout(Some(options.connection_timeout))
                 .set_response_timeout(Some(options.response_timeout));
-            let client = ReplayCache::resp3(url, options)?;
+            let client = TrackedCache::resp3(url, options)?;
             store =
-                store.with_cache(ReplayCache::start(client, max_bytes, staleness, config).await?);
+                store.with_cache(TrackedCache::start(client, max_bytes, staleness, config).await?);
         }
         if !options.wait.is_set() {
             return Ok(store);

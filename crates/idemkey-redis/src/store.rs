@@ -11,7 +11,7 @@ use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{FromRedisValue, ScriptInvocation, Value};
 use tokio::sync::OnceCell;
 
-use crate::cache::ReplayCache;
+use crate::cache::TrackedCache;
 use crate::caps::Change;
 use crate::durable::Durable;
 use crate::error::{Sent, store_error, timed_out};
@@ -43,7 +43,7 @@ pub struct RedisStore<C> {
     /// [`crate::RedisOptions::wait_replicas`] and [`crate::RedisOptions::wait_fsync`]).
     durable: Option<Arc<Durable>>,
     /// Completed records kept in the process (see [`crate::RedisOptions::replay_cache`]).
-    cache: Option<Arc<ReplayCache>>,
+    cache: Option<Arc<TrackedCache>>,
     /// Whether claims name their owner's heartbeat key (see [`Self::with_owner_heartbeats`]).
     owners: bool,
     /// Per-actor caps (see [`RedisStore::with_actor_caps`]).
@@ -128,7 +128,7 @@ where
     }
 
     /// The same store with `cache` in front of its lookups and claims.
-    pub(crate) fn with_cache(mut self, cache: ReplayCache) -> Self {
+    pub(crate) fn with_cache(mut self, cache: TrackedCache) -> Self {
         self.cache = Some(Arc::new(cache));
         self
     }
@@ -232,17 +232,6 @@ where
         self.durable
             .as_ref()
             .map_or(0, |durable| ms(durable.timeout() + self.timeout))
-    }
-
-    /// Deletes the scope's record only if operation version `version` wrote it, in one
-    /// script, so that a `forget` naming a version never deletes another version's record.
-    /// Whether a record was deleted.
-    pub async fn forget_version(&self, scope: &Scope, version: &str) -> Result<bool> {
-        let mut invocation = self.scoped(&scripts().forget, scope);
-        invocation.arg(version.as_bytes());
-        let forgotten = self.run(&invocation, Sent::Harmless).await;
-        self.uncache(scope);
-        self.forgotten(scope, record::done(&forgotten?)?).await
     }
 
     /// After a forget that deleted the record or not: takes it out of its actor's ledger.
@@ -498,6 +487,15 @@ where
         self.forgotten(scope, record::done(&forgotten?)?).await
     }
 
+    /// One script, so that a forget naming a version never deletes another version's record.
+    async fn forget_version(&self, scope: &Scope, version: &str) -> Result<bool> {
+        let mut invocation = self.scoped(&scripts().forget, scope);
+        invocation.arg(version.as_bytes());
+        let forgotten = self.run(&invocation, Sent::Harmless).await;
+        self.uncache(scope);
+        self.forgotten(scope, record::done(&forgotten?)?).await
+    }
+
     /// One `SCAN` pass over the store's record keys, on every master of a cluster: Redis
     /// keeps no index of an actor's records (see `store/scan.rs` for what it costs).
     async fn forget_actor(&self, actor: &str) -> Result<ActorForgotten> {
@@ -508,6 +506,11 @@ where
     /// it then by itself, so there is never an expired record to sweep. Always `Ok(0)`.
     async fn sweep(&self, _batch: u32) -> Result<u64> {
         Ok(0)
+    }
+
+    /// Always kept: see [`RedisStore::with_actor_caps`].
+    fn with_caps(self, caps: ActorCaps) -> Result<Self> {
+        Ok(self.with_actor_caps(caps))
     }
 
     /// The claim script returns the live record it meets, at the cost of a lookup: a lookup

@@ -9,8 +9,9 @@ use idemkey_sqlx::{MySqlStore, PgStore, SqliteStore};
 use crate::error::{Error, Result};
 use crate::redact::redact;
 
-/// A store on one of the database backends. Exhaustive on purpose: the commands match
-/// on it to run generic code on the concrete store, and a new backend must reach each one.
+/// The store a URL names: a database, or records in Redis. Exhaustive on purpose: a caller
+/// that needs the concrete SQL store (atomic mode, the notes' table) matches on it through
+/// [`on_sql_backend!`](crate::on_sql_backend), and a new backend must reach each one.
 #[derive(Clone, Debug)]
 pub enum Database {
     /// `sqlite://FILE`.
@@ -19,6 +20,35 @@ pub enum Database {
     Postgres(PgStore),
     /// `mysql://...` or `mariadb://...`: MySQL 8 or MariaDB.
     Mysql(MySqlStore),
+    /// `redis://...`, `rediss://...` or a cluster's (see [`is_redis`]): idempotency records
+    /// in Redis or Valkey, lease mode only.
+    Redis(RedisRecords),
+}
+
+/// Runs `$call` on the SQL store `$database` holds, bound to `$store` (a
+/// `SqlxStore<DB>` of each backend in turn), or `$other` on Redis records, bound to
+/// `$records`: for the callers that need the concrete SQL store.
+///
+/// ```no_run
+/// use idemkey_server::{Database, on_sql_backend};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let database = Database::open_sql("sqlite://idemkey.db", true).await?;
+/// let pool_size = on_sql_backend!(database, store => store.pool().size(), _records => 0);
+/// # let _ = pool_size;
+/// # Ok(())
+/// # }
+/// ```
+#[macro_export]
+macro_rules! on_sql_backend {
+    ($database:expr, $store:ident => $call:expr, $records:pat => $other:expr) => {
+        match $database {
+            $crate::Database::Sqlite($store) => $call,
+            $crate::Database::Postgres($store) => $call,
+            $crate::Database::Mysql($store) => $call,
+            $crate::Database::Redis($records) => $other,
+        }
+    };
 }
 
 /// Whether a database URL names MySQL or MariaDB (`mysql://`, or `mariadb://`, which is
@@ -40,9 +70,23 @@ pub fn is_postgres(url: &str) -> Result<bool> {
 }
 
 impl Database {
-    /// Connects and applies idemkey's migrations. A missing SQLite file is created only if
-    /// `create` is set.
+    /// Opens the store `url` names: Redis records as [`RedisSetup::default`] says, or a
+    /// database, migrated; a missing SQLite file is created only if `create` is set.
     pub async fn open(url: &str, create: bool) -> Result<Self> {
+        Self::open_with(url, create, RedisSetup::default()).await
+    }
+
+    /// [`Database::open`], Redis records set up as `redis` says.
+    pub async fn open_with(url: &str, create: bool, redis: RedisSetup) -> Result<Self> {
+        if is_redis(url) {
+            return open_redis(url, redis).await.map(Self::Redis);
+        }
+        Self::open_sql(url, create).await
+    }
+
+    /// Opens the database `url` names, never Redis (an unsupported database URL), and applies
+    /// idemkey's migrations. A missing SQLite file is created only if `create` is set.
+    pub async fn open_sql(url: &str, create: bool) -> Result<Self> {
         let failed = |source| Error::Database {
             url: redact(url),
             source,

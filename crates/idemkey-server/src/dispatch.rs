@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idemkey_core::{
-    ActorForgotten, Claim, ClaimRequest, OwnerId, Record, Result, Scope, Store, StoredResponse,
-    TryClaim,
+    ActorCaps, ActorForgotten, Claim, ClaimRequest, OwnerId, Record, Result, Scope, Store,
+    StoredResponse, TryClaim,
 };
 
 use crate::database::Database;
@@ -15,11 +15,7 @@ use crate::database::Database;
 /// Runs `$call` on whichever store `$database` holds, bound to `$store`.
 macro_rules! on_backend {
     ($database:expr, $store:ident => $call:expr) => {
-        match $database {
-            Database::Sqlite($store) => $call,
-            Database::Postgres($store) => $call,
-            Database::Mysql($store) => $call,
-        }
+        crate::on_sql_backend!($database, $store => $call, $store => $call)
     };
 }
 
@@ -60,12 +56,25 @@ impl Store for Database {
         on_backend!(self, store => store.forget(scope).await)
     }
 
+    async fn forget_version(&self, scope: &Scope, version: &str) -> Result<bool> {
+        on_backend!(self, store => store.forget_version(scope, version).await)
+    }
+
     async fn forget_actor(&self, actor: &str) -> Result<ActorForgotten> {
         on_backend!(self, store => store.forget_actor(actor).await)
     }
 
     async fn sweep(&self, batch: u32) -> Result<u64> {
         on_backend!(self, store => store.sweep(batch).await)
+    }
+
+    fn with_caps(self, caps: ActorCaps) -> Result<Self> {
+        Ok(match self {
+            Self::Sqlite(store) => Self::Sqlite(store.with_actor_caps(caps)),
+            Self::Postgres(store) => Self::Postgres(store.with_actor_caps(caps)),
+            Self::Mysql(store) => Self::Mysql(store.with_actor_caps(caps)),
+            Self::Redis(records) => Self::Redis(records.with_actor_caps(caps)),
+        })
     }
 
     fn lookup_first(&self) -> bool {
@@ -80,7 +89,8 @@ impl Store for Database {
 impl Database {
     /// The same store keeping completed records in memory for `ttl` (at most
     /// [`crate::REPLAY_CACHE_BYTES`]), so that replays of a hot key skip the database (see
-    /// `SqlxStore::with_replay_cache`).
+    /// `SqlxStore::with_replay_cache`). Redis records are unchanged: their replay cache is
+    /// set up as they are opened ([`crate::RedisSetup::replay_cache`]), kept exact by Redis.
     #[must_use]
     pub fn with_replay_cache(self, ttl: Duration) -> Self {
         let bytes = crate::REPLAY_CACHE_BYTES;
@@ -88,12 +98,7 @@ impl Database {
             Self::Sqlite(store) => Self::Sqlite(store.with_replay_cache(ttl, bytes)),
             Self::Postgres(store) => Self::Postgres(store.with_replay_cache(ttl, bytes)),
             Self::Mysql(store) => Self::Mysql(store.with_replay_cache(ttl, bytes)),
+            Self::Redis(records) => Self::Redis(records),
         }
-    }
-
-    /// Deletes a scope's record only if operation version `version` wrote it, in one step
-    /// (`idemkey forget --operation NAME:VERSION`). `true` if it did.
-    pub async fn forget_version(&self, scope: &Scope, version: &str) -> Result<bool> {
-        on_backend!(self, store => store.forget_version(scope, version).await)
     }
 }

@@ -6,9 +6,11 @@
 //!   open requests once its shutdown future completes (usually [`shutdown`]: SIGINT or
 //!   SIGTERM).
 //! - [`init_tracing`] sends logs to stderr, filtered by `RUST_LOG`.
-//! - [`Database::open`] and [`open_redis`] open the store a URL names; a [`Database`] is a
-//!   [`Store`](idemkey_core::Store) itself, whichever backend it holds. [`redact`] names
-//!   such a URL without its passwords.
+//! - [`Database::open`] opens the store a URL names, a database or Redis records; a
+//!   [`Database`] is a [`Store`](idemkey_core::Store) itself, whichever backend it holds, and
+//!   [`on_sql_backend!`] reaches the SQL store inside for the callers that need it.
+//!   [`open_redis`] opens Redis records alone. [`redact`] names such a URL without its
+//!   passwords.
 //!
 //! ```no_run
 //! use axum::Router;

@@ -5,86 +5,48 @@
 //! exact except after those: `forget` through this store removes it at once; a `forget` by
 //! another process, and retention expiry, reach this cache within its time to live. Only
 //! completed records are cached: a claim, a release or a takeover always goes to the
-//! database, which stays the arbiter of every execution.
+//! database, which stays the arbiter of every execution. The copies are core's
+//! [`ReplayCache`]; the time to live is this store's.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use idemkey_core::{Record, RecordState, Scope};
-use quick_cache::Weighter;
-use quick_cache::sync::Cache;
+use idemkey_core::{Record, ReplayCache, Scope};
 
-/// What one cached record costs beyond its key and stored response: the record's own fields
-/// and the cache's bookkeeping, roughly.
-const ENTRY_OVERHEAD: u64 = 160;
-
-/// The average entry size the cache sizes its table for.
-const TYPICAL_ENTRY: usize = 1024;
-
-#[derive(Clone, Debug)]
-struct Entry {
-    record: Arc<Record>,
-    until: Instant,
-}
-
-/// Weighs an entry by the bytes it holds, so the bound is on memory, not on a count.
-#[derive(Clone, Debug)]
-struct Bytes;
-
-impl Weighter<Scope, Entry> for Bytes {
-    fn weight(&self, scope: &Scope, entry: &Entry) -> u64 {
-        let response = match &entry.record.state {
-            RecordState::Completed(stored) => stored.encoded_len(),
-            _ => 0,
-        };
-        let key = scope.actor.len() + scope.operation.len() + scope.key.as_str().len();
-        u64::try_from(response + key).unwrap_or(u64::MAX) + ENTRY_OVERHEAD
-    }
-}
-
-/// The cache of [`crate::SqlxStore::with_replay_cache`], shared by the store's clones.
+/// The cache of [`crate::SqlxStore::with_replay_cache`], shared by the store's clones: each
+/// copy is served for `ttl` after it was read or committed.
 #[derive(Debug)]
-pub(crate) struct ReplayCache {
-    entries: Cache<Scope, Entry, Bytes>,
+pub(crate) struct TtlCache {
+    copies: ReplayCache<Scope>,
     ttl: Duration,
 }
 
-impl ReplayCache {
+impl TtlCache {
     pub(crate) fn new(ttl: Duration, max_bytes: u64) -> Self {
-        let items = usize::try_from(max_bytes).unwrap_or(usize::MAX) / TYPICAL_ENTRY;
         Self {
-            entries: Cache::with_weighter(items.max(16), max_bytes, Bytes),
+            copies: ReplayCache::new(max_bytes),
             ttl,
         }
     }
 
     /// The scope's completed record, if cached within its time to live.
     pub(crate) fn get(&self, scope: &Scope) -> Option<Arc<Record>> {
-        let entry = self.entries.get(scope)?;
-        if entry.until > Instant::now() {
-            return Some(entry.record);
-        }
-        self.entries.remove(scope);
-        None
+        self.copies.get(scope, scope)
     }
 
     /// Keeps `record` if it is completed; any other state is never cached.
     pub(crate) fn remember(&self, scope: &Scope, record: &Record) {
-        if matches!(record.state, RecordState::Completed(_)) {
-            let entry = Entry {
-                record: Arc::new(record.clone()),
-                until: Instant::now() + self.ttl,
-            };
-            self.entries.insert(scope.clone(), entry);
-        }
+        let until = Instant::now() + self.ttl;
+        self.copies
+            .keep(scope.clone(), scope.clone(), record.clone(), until);
     }
 
     pub(crate) fn forget(&self, scope: &Scope) {
-        self.entries.remove(scope);
+        self.copies.remove(scope);
     }
 
     /// Drops every copy of `actor`'s records: this process forgot them.
     pub(crate) fn forget_actor(&self, actor: &str) {
-        self.entries.retain(|scope, _| scope.actor != actor);
+        self.copies.forget_actor(actor);
     }
 }

@@ -13,7 +13,7 @@ use tokio::sync::OnceCell;
 
 use crate::Backend;
 use crate::atomic::coalescing::LocalClaims;
-use crate::cache::ReplayCache;
+use crate::cache::TtlCache;
 use crate::error::store_error;
 use crate::failpoints::Point;
 use crate::readers::Readers;
@@ -53,7 +53,7 @@ pub struct SqlxStore<DB: Backend> {
     owners_swept: Arc<std::sync::atomic::AtomicBool>,
     /// Completed records kept in the process, if enabled (see
     /// [`SqlxStore::with_replay_cache`]); shared by clones.
-    pub(crate) cache: Option<Arc<ReplayCache>>,
+    pub(crate) cache: Option<Arc<TtlCache>>,
     /// Per-actor caps checked as a record is created (see [`SqlxStore::with_actor_caps`]).
     caps: ActorCaps,
     /// The actors' usage as last read for the caps, shared by clones.
@@ -114,7 +114,7 @@ impl<DB: Backend> SqlxStore<DB> {
     /// bounds the memory the copies take (stored responses, keys and bookkeeping).
     #[must_use]
     pub fn with_replay_cache(mut self, ttl: Duration, max_bytes: u64) -> Self {
-        self.cache = Some(Arc::new(ReplayCache::new(ttl, max_bytes)));
+        self.cache = Some(Arc::new(TtlCache::new(ttl, max_bytes)));
         self
     }
 
@@ -215,18 +215,6 @@ impl<DB: Backend> SqlxStore<DB> {
             DB::flush(&self.settings).await?;
         }
         Ok(outcome)
-    }
-
-    /// Deletes the scope's record only if operation version `version` wrote it, so that a
-    /// `forget` naming a version never deletes another version's record. Whether a record
-    /// was deleted.
-    pub async fn forget_version(&self, scope: &Scope, version: &str) -> Result<bool> {
-        let forgotten = DB::forget_version(&mut *self.write_conn().await?, scope, version).await;
-        self.usages.forget(&scope.actor);
-        if let Some(cache) = &self.cache {
-            cache.forget(scope);
-        }
-        forgotten
     }
 
     /// The scope's completed record from the replay cache, if enabled and fresh.
@@ -465,6 +453,15 @@ impl<DB: Backend> Store for SqlxStore<DB> {
         forgotten
     }
 
+    async fn forget_version(&self, scope: &Scope, version: &str) -> Result<bool> {
+        let forgotten = DB::forget_version(&mut *self.write_conn().await?, scope, version).await;
+        self.usages.forget(&scope.actor);
+        if let Some(cache) = &self.cache {
+            cache.forget(scope);
+        }
+        forgotten
+    }
+
     async fn forget_actor(&self, actor: &str) -> Result<ActorForgotten> {
         let mut forgotten = 0;
         loop {
@@ -489,6 +486,11 @@ impl<DB: Backend> Store for SqlxStore<DB> {
 
     async fn sweep(&self, batch: u32) -> Result<u64> {
         DB::sweep(&mut *self.write_conn().await?, batch).await
+    }
+
+    /// Always kept: see [`SqlxStore::with_actor_caps`].
+    fn with_caps(self, caps: ActorCaps) -> Result<Self> {
+        Ok(self.with_actor_caps(caps))
     }
 
     async fn secret(&self) -> Result<Arc<[u8]>> {

@@ -12,7 +12,10 @@ use crate::{
     Store, StoredResponse, TryClaim, begin,
 };
 
-pub use super::forget::forget_actor_deletes_completed_records_only;
+pub use super::forget::{
+    forget_actor_deletes_completed_records_only,
+    forget_version_deletes_only_what_that_version_wrote,
+};
 
 const TAKE_OVER: ExpiredLease = ExpiredLease::TakeOver;
 

@@ -1,10 +1,10 @@
-//! The suite's case for [`Store::forget_actor`], beside `cases.rs` to keep each file short.
+//! The suite's cases for [`Store::forget_actor`] and [`Store::forget_version`], beside `cases.rs` to keep each file short.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::time::Duration;
 
 use super::cases::{claim, created, outcome};
-use super::request_for;
+use super::{request, request_for};
 use crate::{ActorForgotten, Begin, RecordState, Store};
 
 /// Every completed record of the actor goes, whatever its operation; its records without a
@@ -60,4 +60,16 @@ pub async fn forget_actor_deletes_completed_records_only<S: Store>(store: S) {
         store.forget_actor(&nobody).await.unwrap(),
         ActorForgotten::default()
     );
+}
+
+/// A forget naming a version deletes the record only if that operation version wrote it.
+pub async fn forget_version_deletes_only_what_that_version_wrote<S: Store>(store: S) {
+    let req = request("{}");
+    let held = claim(&store, &req).await;
+    store.complete(&held, &created("v1")).await.unwrap();
+    assert!(!store.forget_version(&req.scope, "v2").await.unwrap());
+    assert!(store.lookup(&req.scope).await.unwrap().is_some());
+    assert!(store.forget_version(&req.scope, "v1").await.unwrap());
+    assert_eq!(store.lookup(&req.scope).await.unwrap(), None);
+    assert!(!store.forget_version(&req.scope, "v1").await.unwrap());
 }

@@ -133,6 +133,7 @@ macro_rules! __conformance_cases {
             sweep_spares_a_record_claimed_again,
             forget_deletes_one_record,
             forget_actor_deletes_completed_records_only,
+            forget_version_deletes_only_what_that_version_wrote,
             actors_are_isolated,
             operations_are_isolated,
             extend_renews_the_lease,

@@ -11,8 +11,8 @@ use axum::Router;
 use axum::body::Body;
 use axum::routing::any;
 use http::{HeaderMap, Request, Response, StatusCode};
-use idemkey_core::{ActorCaps, MemoryStore};
-use idemkey_proxy::{CapStore, Error, Proxy, ProxyConfig, Upstream};
+use idemkey_core::{ActorCaps, MemoryStore, Store};
+use idemkey_proxy::{Error, Proxy, ProxyConfig, Upstream};
 use idemkey_server::Database;
 use idemkey_test_support::db::{Backend, Db};
 use tower::ServiceExt;
@@ -35,11 +35,7 @@ async fn counting_upstream() -> (Upstream, Arc<AtomicUsize>) {
 }
 
 /// A keyed POST as `credential` (`None`: anonymous).
-async fn post<S: CapStore>(
-    proxy: &Proxy<S>,
-    credential: Option<&str>,
-    key: &str,
-) -> Response<Body> {
+async fn post<S: Store>(proxy: &Proxy<S>, credential: Option<&str>, key: &str) -> Response<Body> {
     let mut request = Request::post("/v1/items")
         .header("host", "proxy")
         .header("idempotency-key", key);
@@ -67,7 +63,7 @@ async fn assert_capped(response: Response<Body>, cap: &str) {
 
 /// The proxy on `store`, covering POSTs under `/v1/`, anonymous requests allowed, with the
 /// caps of `file` (TOML, at the top of the configuration).
-fn proxy<S: CapStore>(upstream: Upstream, store: S, file: &str) -> Proxy<S> {
+fn proxy<S: Store>(upstream: Upstream, store: S, file: &str) -> Proxy<S> {
     let config = format!("{file}\n{}\n[actor]\nanonymous = true", crate::ROUTE);
     Proxy::builder(upstream, store)
         .config(config.parse::<ProxyConfig>().unwrap())
@@ -77,7 +73,7 @@ fn proxy<S: CapStore>(upstream: Upstream, store: S, file: &str) -> Proxy<S> {
 
 /// Alice and the anonymous actor at a cap of two records each, Bob beside them. `records`
 /// counts the store's records.
-async fn records_cap<S: CapStore>(store: S, records: impl AsyncFn() -> usize) {
+async fn records_cap<S: Store>(store: S, records: impl AsyncFn() -> usize) {
     let (upstream, calls) = counting_upstream().await;
     let proxy = proxy(upstream, store, "max_records_per_actor = 2");
     for key in ["k1", "k2"] {
@@ -104,7 +100,7 @@ async fn records_cap<S: CapStore>(store: S, records: impl AsyncFn() -> usize) {
 
 /// Alice at a cap of 1500 stored bytes: her second answer crosses it (each is stored whole),
 /// then she is refused while Bob is served.
-async fn bytes_cap<S: CapStore>(store: S, records: impl AsyncFn() -> usize) {
+async fn bytes_cap<S: Store>(store: S, records: impl AsyncFn() -> usize) {
     let (upstream, calls) = counting_upstream().await;
     let proxy = proxy(upstream, store, "max_bytes_per_actor = \"1500\"");
     assert_eq!(post(&proxy, Some("alice"), "k1").await.status(), 201);

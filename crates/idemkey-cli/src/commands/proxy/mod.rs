@@ -9,8 +9,8 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use idemkey_proxy::{CapStore, Proxy, ProxyConfig, Upstream};
-use idemkey_server::{Database, RedisSetup, is_redis, open_redis, redact};
+use idemkey_proxy::{Proxy, ProxyConfig, Upstream};
+use idemkey_server::{Database, RedisSetup, is_redis, redact};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
 
@@ -38,24 +38,20 @@ pub(crate) async fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         upstream,
         metrics,
     };
-    if is_redis(&start.args.database_url) {
-        if start.args.replay_cache.is_some() {
-            anyhow::bail!(
-                "--replay-cache is for SQL databases: with redis://, replays are cached by default, kept exact by Redis (--no-replay-cache turns that off)"
-            );
-        }
-        let setup = RedisSetup {
-            replicas: start.args.records_wait_replicas,
-            fsync: start.args.records_wait_fsync,
-            replay_cache: !start.args.no_replay_cache,
-            tls_ca: start.args.records_tls_ca.clone(),
-        };
-        let records = open_redis(&start.args.database_url, setup).await?;
-        start.run(records).await?;
-        return Ok(ExitCode::SUCCESS);
+    let args = &start.args;
+    if is_redis(&args.database_url) && args.replay_cache.is_some() {
+        anyhow::bail!(
+            "--replay-cache is for SQL databases: with redis://, replays are cached by default, kept exact by Redis (--no-replay-cache turns that off)"
+        );
     }
-    let store = Database::open(&start.args.database_url, true).await?;
-    let store = match start.args.replay_cache {
+    let setup = RedisSetup {
+        replicas: args.records_wait_replicas,
+        fsync: args.records_wait_fsync,
+        replay_cache: !args.no_replay_cache,
+        tls_ca: args.records_tls_ca.clone(),
+    };
+    let store = Database::open_with(&args.database_url, true, setup).await?;
+    let store = match args.replay_cache {
         Some(ttl) => store.with_replay_cache(ttl),
         None => store,
     };
@@ -72,7 +68,7 @@ struct Start {
 }
 
 impl Start {
-    async fn run<S: CapStore>(self, store: S) -> anyhow::Result<()> {
+    async fn run(self, store: Database) -> anyhow::Result<()> {
         let mut builder = Proxy::builder(self.upstream.clone(), store)
             .config(self.config)
             .retention(self.args.retention)

@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::Args;
 use idemkey_proxy::CapValue;
 
-use crate::cli::{
+use crate::args::{
     ConnectionArgs, OwnerGrace, parse_cache_ttl, parse_lease, parse_owner_grace, parse_retention,
     parse_secret,
 };

@@ -1,29 +1,92 @@
 //! `idemkey sweep` and `idemkey forget`.
 
-use std::future::Future;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use clap::Args;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use idemkey_core::{Key, Operation, Scope, Store};
 use idemkey_proxy::{ActorConfig, ProxyConfig, request_actors};
+use idemkey_server::{Database, RedisSetup, open_redis};
 use idemkey_tower::sweep_all;
 
-use crate::cli::{DatabaseArgs, ForgetArgs};
-use idemkey_server::{Database, RedisRecords, RedisSetup, is_redis, open_redis};
+use crate::args::{DatabaseArgs, parse_secret};
+
+/// `idemkey forget`'s arguments.
+#[derive(Debug, Args)]
+pub(crate) struct ForgetArgs {
+    #[command(flatten)]
+    pub(crate) database: DatabaseArgs,
+    /// The actor, as stored. With --operation and --key, only that record; without them,
+    /// every completed record of the actor, whatever its operation and key (its records
+    /// still in flight or released for a retry hold no response and are kept; the count of
+    /// each is printed).
+    #[arg(long, required_unless_present = "proxy_credential")]
+    pub(crate) actor: Option<String>,
+    /// The operation's name, or NAME:VERSION (`create-note:v1`): the whole value is tried as
+    /// a name first, then the name before the last colon, only if that version wrote its
+    /// record.
+    #[arg(long, requires = "key")]
+    pub(crate) operation: Option<String>,
+    /// The idempotency key, bare or quoted.
+    #[arg(long, requires = "operation")]
+    pub(crate) key: Option<String>,
+    /// Instead of --actor: the actor `idemkey proxy` gives this credential, as a client sends
+    /// it (`'Authorization: Bearer T'`), or `-` to read that line from stdin. Its digests are
+    /// computed as the proxy computes them (and the one of earlier versions); the credential
+    /// is never printed.
+    #[arg(long, value_name = "'HEADER: VALUE'", conflicts_with = "actor",
+        value_parser = |value: &str| Ok::<_, std::convert::Infallible>(Hidden(value.to_owned())))]
+    pub(crate) proxy_credential: Option<Hidden>,
+    /// With --proxy-credential: the proxy's --config file, for its `[actor]` settings (by
+    /// default the actor is the `Authorization` header's).
+    #[arg(long, value_name = "FILE", requires = "proxy_credential")]
+    pub(crate) config: Option<std::path::PathBuf>,
+    /// With --proxy-credential: a file holding the proxy's --secret, if it runs with one (its
+    /// final line ending is not part of it). Unset: IDEMKEY_SECRET, else the store's own.
+    #[arg(long, value_name = "FILE", requires = "proxy_credential")]
+    pub(crate) secret_file: Option<std::path::PathBuf>,
+    /// The proxy's --secret, from the environment only (IDEMKEY_SECRET).
+    #[arg(long, env = "IDEMKEY_SECRET", hide = true, hide_env_values = true,
+        value_parser = |value: &str| parse_secret(value).map(Hidden))]
+    pub(crate) secret: Option<Hidden>,
+}
+
+/// A value that may be a credential or a secret: never shown by `Debug`.
+#[derive(Clone)]
+pub(crate) struct Hidden(pub(crate) String);
+
+impl std::fmt::Debug for Hidden {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Hidden(..)")
+    }
+}
 
 /// Deletes every expired record, batch by batch.
 pub(crate) async fn sweep(args: DatabaseArgs) -> anyhow::Result<ExitCode> {
-    if let Some(url) = &args.records_url {
-        // Connecting checks the URL and the server, so a typo is not reported as success.
-        open_redis(url, maintenance_setup(&args)).await?;
+    // Redis records are opened too: connecting checks the URL and the server, so a typo is
+    // not reported as success. --database-url names a database here, never Redis.
+    let store = match &args.records_url {
+        Some(url) => Database::Redis(open_redis(url, maintenance_setup(&args)).await?),
+        None => Database::open_sql(&args.database_url, false).await?,
+    };
+    if let Database::Redis(_) = store {
         println!("nothing to sweep: Redis deletes each record itself when it expires (key TTL)");
         return Ok(ExitCode::SUCCESS);
     }
-    let store = Database::open(&args.database_url, false).await?;
     let deleted = sweep_all(&store).await.context("sweep failed")?;
     println!("deleted {deleted} expired records");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The store a maintenance command works on: the Redis records of --records-url if given,
+/// else the store of --database-url, a database or Redis records.
+async fn open(args: &DatabaseArgs) -> anyhow::Result<Database> {
+    let setup = maintenance_setup(args);
+    Ok(match &args.records_url {
+        Some(url) => Database::Redis(open_redis(url, setup).await?),
+        None => Database::open_with(&args.database_url, false, setup).await?,
+    })
 }
 
 /// Redis records for a maintenance command: no waits, no replay cache, the CA if given.
@@ -49,53 +112,13 @@ pub(crate) async fn forget(args: ForgetArgs) -> anyhow::Result<ExitCode> {
         .transpose()
         .map_err(|error| anyhow::anyhow!("invalid --key: {error}"))?;
     let whom = Whom::from_args(&args)?;
-    let url = &args.database.database_url;
-    if let Some(url) = args
-        .database
-        .records_url
-        .as_ref()
-        .or(is_redis(url).then_some(url))
-    {
-        let records = open_redis(url, maintenance_setup(&args.database)).await?;
-        return forget_in(&records, &args, &whom, key.as_ref()).await;
-    }
-    let store = Database::open(url, false).await?;
+    let store = open(&args.database).await?;
     forget_in(&store, &args, &whom, key.as_ref()).await
-}
-
-/// What `forget` needs of a store besides [`Store::forget`]: deleting a scope's record only
-/// if a given operation version wrote it, in one step.
-trait ForgetVersion: Store {
-    fn forget_version(
-        &self,
-        scope: &Scope,
-        version: &str,
-    ) -> impl Future<Output = idemkey_core::Result<bool>> + Send;
-}
-
-impl ForgetVersion for Database {
-    fn forget_version(
-        &self,
-        scope: &Scope,
-        version: &str,
-    ) -> impl Future<Output = idemkey_core::Result<bool>> + Send {
-        Database::forget_version(self, scope, version)
-    }
-}
-
-impl ForgetVersion for RedisRecords {
-    fn forget_version(
-        &self,
-        scope: &Scope,
-        version: &str,
-    ) -> impl Future<Output = idemkey_core::Result<bool>> + Send {
-        RedisRecords::forget_version(self, scope, version)
-    }
 }
 
 /// [`forget`] on one store.
 async fn forget_in(
-    store: &impl ForgetVersion,
+    store: &impl Store,
     args: &ForgetArgs,
     whom: &Whom,
     key: Option<&Key>,
@@ -115,7 +138,7 @@ async fn forget_in(
 
 /// Deletes the record of `actor`, `operation` (or its NAME:VERSION) and `key`, if any.
 async fn forget_one(
-    store: &impl ForgetVersion,
+    store: &impl Store,
     actor: &str,
     operation: &str,
     key: &Key,
@@ -130,7 +153,8 @@ async fn forget_one(
         return Ok(true);
     }
     if let Some((name, version)) = operation.rsplit_once(':')
-        && ForgetVersion::forget_version(store, &scope(name), version)
+        && store
+            .forget_version(&scope(name), version)
             .await
             .context("forget failed")?
     {
