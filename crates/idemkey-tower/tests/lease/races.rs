@@ -1,7 +1,8 @@
 //! Duplicates in flight, callers that go away, expired leases (behaviour §5, §6).
 //!
-//! The gated handler blocks until the test hands out a permit, so every interleaving here is
-//! forced by the test.
+//! The gated handler blocks until the test hands out a permit, and the test hands it out only
+//! once what it tests is under way (a handler entered, a duplicate waiting, a claim held), so
+//! the interleaving each test is named for is forced; the one path left to chance says so.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -13,7 +14,7 @@ use idemkey_tower::Config;
 use tokio::sync::Barrier;
 use tower_http::timeout::TimeoutLayer;
 
-use crate::common::{App, send, wait_for};
+use crate::common::{App, send, wait_for, wait_until};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_duplicate_of_a_running_request_gets_409_and_a_different_one_422() {
@@ -41,8 +42,18 @@ async fn a_waiting_duplicate_gets_the_replay_once_the_original_finishes() {
     let first = tokio::spawn(send(app.post("/gated", Some("k"))));
     wait_for("the handler", &app.ctx.entered).await;
     let duplicate = tokio::spawn(send(app.post("/gated", Some("k"))));
-    // The duplicate found the record in flight and is now polling it.
-    wait_for("the duplicate to poll", &app.store.hooks.lookups).await;
+    // The duplicate's claim step runs in a task of its own (after its lookup, whose check of
+    // the execution would count as a waiter for an instant); there it waits for the original
+    // in this process.
+    let executions = app.layer.executions();
+    wait_until("the duplicate's claim step", || executions.len() == 2).await;
+    let layer = &app.layer;
+    wait_until("the duplicate to wait", || layer.waiting_duplicates() == 1).await;
+    assert_eq!(
+        app.store.hooks.lookups.count(),
+        1,
+        "the original's lookup only"
+    );
 
     app.ctx.release.raise(1);
     let (first, duplicate) = (first.await.unwrap(), duplicate.await.unwrap());
