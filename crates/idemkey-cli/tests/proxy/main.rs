@@ -446,6 +446,8 @@ async fn sigterm_lets_claimed_requests_finish() {
         .args(["-TERM", &pid])
         .status()
         .unwrap();
+    // Shutdown began (the listener is closed) while the upstream still holds the request.
+    idemkey_test_support::process::refused(proxy.addr).await;
     upstream.release("term").await;
     assert_eq!(pending.await.unwrap().status(), 201);
     let status = tokio::task::block_in_place(|| proxy.process.child.wait().unwrap());
