@@ -135,10 +135,13 @@ async fn a_copy_goes_when_its_record_expires() {
         "OK"
     );
     let store = cached_store(&server.url(), &unique_prefix()).await;
-    let req = request("{}").retention(Duration::from_millis(400));
+    // The copy is made while the record lives (every poll of `until_cached` finds it): a
+    // retention a slow machine fills a copy well within, then waited out.
+    let retention = Duration::from_secs(3);
+    let req = request("{}").retention(retention);
     completed(&store, &req).await;
     until_cached(&server, &store, &req).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::time::sleep(retention + Duration::from_millis(500)).await;
     assert_eq!(store.lookup(&req.scope).await.unwrap(), None);
 }
 
