@@ -35,6 +35,7 @@ pub mod redis;
 pub mod relay;
 #[cfg(feature = "http")]
 pub mod serve;
+pub mod sockets;
 pub mod storm;
 pub mod trials;
 
