@@ -75,7 +75,7 @@ async fn middleware_exactly_once_through_faults_serve_lease() {
     run(Setup::Lease, plan, middleware_sender).await;
 }
 
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [python3])]
 async fn middleware_exactly_once_through_faults_proxy() {
     let plan = Plan::middleware("client proxy");
     run(Setup::Proxy, plan, middleware_sender).await;
