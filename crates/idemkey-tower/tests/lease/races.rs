@@ -12,9 +12,10 @@ use http::StatusCode;
 use idemkey_core::{ExpiredLease, ManualClock, MemoryStore};
 use idemkey_tower::Config;
 use tokio::sync::Barrier;
+use tokio::task::JoinSet;
 use tower_http::timeout::TimeoutLayer;
 
-use crate::common::{App, send, wait_for, wait_until};
+use crate::common::{App, Reply, send, wait_for, wait_until};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_duplicate_of_a_running_request_gets_409_and_a_different_one_422() {
@@ -147,32 +148,47 @@ async fn an_expired_lease_can_answer_previous_attempt_unknown() {
     assert_eq!(app.ctx.runs(), 1);
 }
 
+/// The execution that wins is held at the gate until every other request of the storm has
+/// been answered, so none of them can be a replay: each must be a 409. A second execution
+/// would block at the gate too, and the test would miss a reply.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_storm_of_identical_requests_executes_once() {
     const STORM: usize = 32;
     let app = App::start(Config::default()).await;
     let barrier = Arc::new(Barrier::new(STORM));
-    let tasks: Vec<_> = (0..STORM)
-        .map(|_| {
-            let request = app.json("/notes", "storm", r#"{"title":"x"}"#);
-            let barrier = barrier.clone();
-            tokio::spawn(async move {
-                barrier.wait().await;
-                send(request).await
-            })
-        })
-        .collect();
-    let mut executed = 0;
-    for task in tasks {
-        let reply = task.await.unwrap();
-        match (reply.status, reply.replayed()) {
-            (201, false) => executed += 1,
-            (201, true) => assert_eq!(reply.json()["n"], 1),
-            _ => reply.assert_problem(409, "request-in-flight"),
-        }
+    let mut replies = JoinSet::new();
+    for _ in 0..STORM {
+        let request = app.json("/gated", "storm", r#"{"title":"x"}"#);
+        let barrier = barrier.clone();
+        replies.spawn(async move {
+            barrier.wait().await;
+            send(request).await
+        });
     }
-    assert_eq!(executed, 1);
+    wait_for("the execution", &app.ctx.entered).await;
+    for _ in 1..STORM {
+        next(&mut replies)
+            .await
+            .assert_problem(409, "request-in-flight");
+    }
     assert_eq!(app.ctx.runs(), 1);
+
+    app.ctx.release.raise(1);
+    let executed = next(&mut replies).await;
+    assert_eq!(executed.status, 201);
+    assert!(!executed.replayed());
+    assert_eq!(executed.json()["n"], 1);
+    let retry = send(app.json("/gated", "storm", r#"{"title":"x"}"#)).await;
+    assert!(retry.replayed());
+    assert_eq!(retry.body, executed.body);
+    assert_eq!(app.ctx.runs(), 1);
+}
+
+/// The next reply of `replies` to come; fails the test instead of hanging if none does.
+async fn next(replies: &mut JoinSet<Reply>) -> Reply {
+    let reply = tokio::time::timeout(Duration::from_secs(20), replies.join_next()).await;
+    let reply = reply.expect("a reply").expect("a request left");
+    reply.expect("the request's task did not panic")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
