@@ -6,10 +6,11 @@
 //!
 //! The binary under test is always the caller's: pass `env!("CARGO_BIN_EXE_idemkey")`.
 //!
-//! A test that needs a server it does not start (PostgreSQL, Redis), a program (Valkey) or
-//! root says so, `#[idemkey_test_support::test(needs = [postgres])]` ([`needs::Need`]), and
-//! its binary runs on [`trials::main`]: where the need is missing the test is counted as
-//! ignored, with the reason, and when `CI` is set it runs and fails instead.
+//! A test that needs a server it does not start (PostgreSQL, Redis), a program it runs (Valkey,
+//! `redis-server`, `python3`) or root says so,
+//! `#[idemkey_test_support::test(needs = [postgres])]` ([`needs::Need`]), and its binary runs
+//! on [`trials::main`]: where the need is missing the test is counted as ignored, with the
+//! reason, and when `CI` is set it runs and fails instead.
 // A helper that cannot do its job fails the test that called it: unwrapping is how it says so.
 #![allow(clippy::unwrap_used)]
 
@@ -35,6 +36,7 @@ pub mod redis;
 pub mod relay;
 #[cfg(feature = "http")]
 pub mod serve;
+pub mod sockets;
 pub mod storm;
 pub mod trials;
 

@@ -48,13 +48,18 @@ pub enum Need {
     /// Mounting a FUSE filesystem: `/dev/fuse` opened and mounted with mount(2) (root, no
     /// libfuse or `fusermount3` needed), as `idemkey-powerloss` does.
     Fuse,
+    /// `redis-server` and `redis-cli` on the `PATH`, for a test that starts a server of its
+    /// own ([`crate::redis::RedisServer`]).
+    RedisServer,
+    /// `python3` on the `PATH`: the proxy tests' upstream, and scripts of some tests.
+    Python3,
 }
 
 impl Need {
     /// Why this need is missing here, or `None` when it is met. Probed once per process; a
     /// variable naming a server is trusted without a probe, as the user asked for it.
     pub fn missing(self) -> Option<&'static str> {
-        static MET: [OnceLock<bool>; 10] = [const { OnceLock::new() }; 10];
+        static MET: [OnceLock<bool>; 12] = [const { OnceLock::new() }; 12];
         let met = *MET[self as usize].get_or_init(|| self.probe());
         (!met).then(|| self.reason())
     }
@@ -90,6 +95,11 @@ impl Need {
             }
             Self::Faketime => faketime_library().is_some(),
             Self::Fuse => can_mount_fuse(),
+            Self::RedisServer => {
+                succeeds(Command::new("redis-server").arg("--version"))
+                    && succeeds(Command::new("redis-cli").arg("--version"))
+            }
+            Self::Python3 => succeeds(Command::new("python3").arg("--version")),
         }
     }
 
@@ -123,6 +133,10 @@ impl Need {
             Self::Fuse => {
                 "cannot mount a FUSE filesystem: needs /dev/fuse (modprobe fuse; in a container, pass the device) and root (CAP_SYS_ADMIN) to call mount(2)"
             }
+            Self::RedisServer => {
+                "no redis-server or redis-cli on the PATH; install redis-server to run the tests that start Redis servers of their own"
+            }
+            Self::Python3 => "no python3 on the PATH; install python3",
         }
     }
 }

@@ -2,6 +2,7 @@
 //! dropped.
 
 use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -30,6 +31,19 @@ pub fn signal(pid: u32, name: &str) {
         .status()
         .unwrap();
     assert!(status.success(), "kill -{name} {pid}");
+}
+
+/// Waits until `addr` refuses connections: a server that began its graceful shutdown has
+/// closed its listener. Panics if it still accepts them after [`START_LIMIT`].
+pub async fn refused(addr: SocketAddr) {
+    let deadline = tokio::time::Instant::now() + START_LIMIT;
+    while tokio::net::TcpStream::connect(addr).await.is_ok() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{addr} still accepts connections"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// A child process killed when dropped, and the first line it printed.

@@ -6,6 +6,7 @@ mod hostile;
 mod middleware;
 mod proxy;
 mod runs;
+mod schema;
 
 /// The binary under test.
 const IDEMKEY: &str = env!("CARGO_BIN_EXE_idemkey");

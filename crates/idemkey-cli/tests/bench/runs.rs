@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::IDEMKEY;
 
-fn bench(args: &[&str]) -> Output {
+pub(crate) fn bench(args: &[&str]) -> Output {
     Command::new(IDEMKEY)
         .arg("bench")
         .args(args)
@@ -162,32 +162,6 @@ fn ceiling_and_layer_run_without_errors() {
     assert_no_errors(&report);
     assert_eq!(report["workloads"][1]["sides"].as_array().unwrap().len(), 6);
     assert!(ratio(&report, "lease create / raw two-row").is_object());
-}
-
-#[idemkey_test_support::test(needs = [postgres])]
-fn postgres_gets_a_schema_of_its_own() {
-    let url = idemkey_test_support::needs::postgres_url();
-    let output = bench(&[
-        "create",
-        "storm",
-        "--requests",
-        "20",
-        "--concurrency",
-        "2",
-        "--storm-clients",
-        "4",
-        "--rounds",
-        "2",
-        "--database-url",
-        &url,
-    ]);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(stdout.contains("storm: keys with exactly one note"));
 }
 
 #[idemkey_test_support::test]

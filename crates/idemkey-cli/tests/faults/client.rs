@@ -60,6 +60,10 @@ const PROXY_ARGS: [&str; 3] = ["--lease", LEASE, "--upstream-deduplicates"];
 /// How long the relay refuses connections, once per campaign.
 const REFUSAL: Duration = Duration::from_millis(300);
 
+/// How long the clients may go without finishing a create before the campaign counts as
+/// stuck: far beyond a create's retries (a minute at most) through every fault.
+const STALLED: Duration = Duration::from_secs(300);
+
 /// The Python upstream of the proxy tests, beside them.
 const UPSTREAM: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/proxy/upstream.py");
 
@@ -75,7 +79,7 @@ async fn middleware_exactly_once_through_faults_serve_lease() {
     run(Setup::Lease, plan, middleware_sender).await;
 }
 
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [python3])]
 async fn middleware_exactly_once_through_faults_proxy() {
     let plan = Plan::middleware("client proxy");
     run(Setup::Proxy, plan, middleware_sender).await;
@@ -265,8 +269,10 @@ async fn chaos(
     (server, kills)
 }
 
-/// Waits until `threshold` creates are finished; false once all are.
+/// Waits until `threshold` creates are finished; false once all are. Panics if none finishes
+/// for [`STALLED`]: the clients are stuck, and the campaign would otherwise hang.
 async fn progressed(finished: &AtomicUsize, threshold: usize, total: usize) -> bool {
+    let mut seen = (finished.load(Ordering::SeqCst), tokio::time::Instant::now());
     loop {
         let done = finished.load(Ordering::SeqCst);
         if done >= total {
@@ -275,6 +281,13 @@ async fn progressed(finished: &AtomicUsize, threshold: usize, total: usize) -> b
         if done >= threshold {
             return true;
         }
+        if done != seen.0 {
+            seen = (done, tokio::time::Instant::now());
+        }
+        assert!(
+            seen.1.elapsed() < STALLED,
+            "no create finished for {STALLED:?}: {done} of {total}"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }

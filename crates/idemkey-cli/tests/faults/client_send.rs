@@ -20,7 +20,7 @@ async fn send_exactly_once_through_faults_serve_lease() {
     run(Setup::Lease, plan("send serve lease"), send_sender).await;
 }
 
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [python3])]
 async fn send_exactly_once_through_faults_proxy() {
     run(Setup::Proxy, plan("send proxy"), send_sender).await;
 }

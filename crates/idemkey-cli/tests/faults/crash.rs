@@ -92,12 +92,12 @@ async fn crash_campaign_mysql_lease() {
     run(Backend::Mysql, "lease", &[]).await;
 }
 
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis_server])]
 async fn crash_campaign_sqlite_lease_redis_records() {
     run_on_redis(Backend::Sqlite).await;
 }
 
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis_server, postgres])]
 async fn crash_campaign_postgres_lease_redis_records() {
     run_on_redis(Backend::Postgres).await;
 }

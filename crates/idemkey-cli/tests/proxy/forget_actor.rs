@@ -171,7 +171,7 @@ async fn a_revoked_tokens_replays_end_when_its_actor_is_forgotten() {
 /// On Redis, the proxy keyed by a secret of its own, which forget reads from a file; the
 /// credential from stdin. No replay cache: a forget by another process reaches a cache
 /// within microseconds, not before the next request by construction.
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis_server])]
 async fn on_redis_with_a_secret_the_credential_read_from_stdin() {
     let dir = tempfile::tempdir().unwrap();
     let secret = dir.path().join("secret");

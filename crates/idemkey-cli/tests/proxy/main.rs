@@ -60,7 +60,7 @@ fn start(extra: &[&str]) -> Fixture {
 /// The seed's cases, through the proxy: a retry replays byte for byte; another body with the
 /// key is refused; actors are isolated; a rejected or failed request is not stored; a
 /// forgotten record executes again.
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [python3])]
 async fn the_seed_cases_through_the_proxy() {
     let app = start(&[]);
     let items = app.proxy.url("/items");
@@ -189,13 +189,13 @@ async fn storm(upstream: &Upstream, proxies: &[&Proxy]) {
     assert_eq!(upstream.created().await, 1);
 }
 
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [python3])]
 async fn a_storm_of_64_executes_once() {
     let app = start(&[]);
     storm(&app.upstream, &[&app.proxy]).await;
 }
 
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [python3, postgres])]
 async fn two_proxies_on_postgres_execute_once() {
     let base = idemkey_test_support::needs::postgres_url();
     let schema = pg::Schema::create(&base).await;
@@ -205,7 +205,7 @@ async fn two_proxies_on_postgres_execute_once() {
     storm(&upstream, &[&a, &b]).await;
 }
 
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [python3, redis_server])]
 async fn two_proxies_on_redis_execute_once() {
     let redis = RedisServer::start(&[]);
     let upstream = Upstream::start();
@@ -218,7 +218,7 @@ async fn two_proxies_on_redis_execute_once() {
 /// lost with the proxy. The restarted proxy takes the claim over once its lease ends and
 /// forwards again with the same derived key, which this upstream deduplicates on (and the
 /// proxy is told so): one item, and the client learns its id.
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [python3])]
 async fn killed_mid_request_then_restarted_no_duplicate_no_lost_answer() {
     let dir = tempfile::tempdir().unwrap();
     let upstream = Upstream::start();
@@ -263,7 +263,7 @@ async fn killed_mid_request_then_restarted_no_duplicate_no_lost_answer() {
 
 /// The upstream dies mid-response: the outcome is unknown, answered 502 and stored by
 /// default, so a retry is told the same instead of executing again.
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [python3])]
 async fn an_upstream_dying_mid_response_is_an_unknown_outcome_never_a_duplicate() {
     let app = start(&[]);
     let url = app.proxy.url("/items?die=1");
@@ -278,7 +278,7 @@ async fn an_upstream_dying_mid_response_is_an_unknown_outcome_never_a_duplicate(
 
 /// With `unknown_outcome = "release"`, the retry forwards again (for upstreams that
 /// deduplicate on the derived key).
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [python3])]
 async fn unknown_outcomes_may_be_released_by_configuration() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("proxy.toml");
@@ -302,7 +302,7 @@ async fn unknown_outcomes_may_be_released_by_configuration() {
 
 /// Nothing listens upstream: 502 `upstream-unreachable`, the claim given back, and the same
 /// key executes once the upstream is there.
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [python3])]
 async fn an_unreachable_upstream_releases_the_claim() {
     let dir = tempfile::tempdir().unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -330,7 +330,7 @@ async fn an_unreachable_upstream_releases_the_claim() {
 }
 
 /// Configured routes: a key required on one path, other paths and methods unrecorded.
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [python3])]
 async fn routes_from_the_config_file() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("proxy.toml");
@@ -384,7 +384,7 @@ async fn routes_from_the_config_file() {
 }
 
 /// `idemkey check` passes against the proxy and fails against the bare upstream.
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [python3])]
 async fn idemkey_check_passes_through_the_proxy_and_fails_without_it() {
     let app = start(&[]);
     let check = |base: String| {
@@ -433,7 +433,7 @@ async fn idemkey_check_passes_through_the_proxy_and_fails_without_it() {
 /// SIGTERM while the upstream works on a claimed request: the proxy stops accepting, lets
 /// the request finish and store its answer, then exits 0; a retry through a new proxy on
 /// the same records replays it.
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [python3])]
 async fn sigterm_lets_claimed_requests_finish() {
     let dir = tempfile::tempdir().unwrap();
     let upstream = Upstream::start();
@@ -446,6 +446,8 @@ async fn sigterm_lets_claimed_requests_finish() {
         .args(["-TERM", &pid])
         .status()
         .unwrap();
+    // Shutdown began (the listener is closed) while the upstream still holds the request.
+    idemkey_test_support::process::refused(proxy.addr).await;
     upstream.release("term").await;
     assert_eq!(pending.await.unwrap().status(), 201);
     let status = tokio::task::block_in_place(|| proxy.process.child.wait().unwrap());
@@ -457,7 +459,7 @@ async fn sigterm_lets_claimed_requests_finish() {
 }
 
 /// A client speaking HTTP/2 (cleartext, prior knowledge) gets the same guarantees.
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [python3])]
 async fn http2_clients_are_served_too() {
     let app = start(&[]);
     let client = reqwest::Client::builder()
@@ -484,7 +486,7 @@ async fn http2_clients_are_served_too() {
 /// An answer over the storage limit (1 MiB) streams whole to the first caller and is stored
 /// without its body: a retry gets the status and headers, `Idempotent-Body-Omitted: true`,
 /// and never a second execution (behaviour §6).
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [python3])]
 async fn a_large_answer_streams_and_is_stored_without_its_body() {
     let app = start(&[]);
     let url = app.proxy.url("/items?big=3000000");

@@ -135,7 +135,7 @@ async fn postgres_stopped_past_the_grace_takes_no_live_claim_over() {
     stopped_past_the_grace(cluster).await;
 }
 
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis_server])]
 async fn redis_stopped_past_the_grace_takes_no_live_claim_over() {
     let redis = RedisServer::start(&["--appendonly", "yes", "--appendfsync", "always"]);
     stopped_past_the_grace(redis).await;

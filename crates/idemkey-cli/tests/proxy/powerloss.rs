@@ -117,7 +117,7 @@ fn start(upstream: &str, db_url: &str) -> Proxy {
     Proxy::start(IDEMKEY, upstream, db_url, &ARGS)
 }
 
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [fuse])]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [python3, fuse])]
 async fn powerloss_campaign_proxy_sqlite() {
     let found = run(false).await;
     assert!(found.twice.is_empty(), "forwarded twice: {:?}", found.twice);
@@ -131,7 +131,7 @@ async fn powerloss_campaign_proxy_sqlite() {
 
 /// On a disk whose syncs lie the claims go at each cut, and their retries are forwarded
 /// again: the check of the upstream must see it.
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [fuse])]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [python3, fuse])]
 async fn powerloss_campaign_proxy_finds_requests_forwarded_twice_on_lying_syncs() {
     let found = run(true).await;
     assert!(

@@ -10,7 +10,7 @@ use crate::{IDEMKEY, start};
 /// With the cache, a replay is answered from memory: the record deleted behind the proxy's
 /// back (another process's statement, which the cache does not see) still replays within the
 /// time to live. Without the flag the same retry would find no record and run again.
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [python3])]
 async fn a_replay_is_answered_from_memory_with_the_replay_cache() {
     let app = start(&["--replay-cache", "1h"]);
     let items = app.proxy.url("/items");

@@ -28,7 +28,7 @@ fn lease_on(db: &Path, redis: &RedisServer, extra: &[&str]) -> Serve {
     Serve::sqlite(IDEMKEY, db, &args)
 }
 
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis_server])]
 async fn a_storm_of_64_across_three_instances_sharing_redis_makes_one_note() {
     let redis = RedisServer::start(&DURABLE);
     let dir = tempfile::tempdir().unwrap();
@@ -49,7 +49,7 @@ async fn a_storm_of_64_across_three_instances_sharing_redis_makes_one_note() {
     );
 }
 
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis_server])]
 async fn redis_killed_and_restarted_mid_load_loses_nothing_and_duplicates_nothing() {
     let mut redis = RedisServer::start(&DURABLE);
     let dir = tempfile::tempdir().unwrap();
@@ -114,7 +114,7 @@ fn atomic_mode_refuses_records_url() {
     }
 }
 
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis_server])]
 async fn forget_and_sweep_take_records_url() {
     let redis = RedisServer::start(&DURABLE);
     let dir = tempfile::tempdir().unwrap();
@@ -171,7 +171,7 @@ async fn forget_and_sweep_take_records_url() {
 
 /// `--records-wait-replicas 1`: a stored response is answered once the replica has it, so
 /// the replica holds the record as soon as the client has its 201.
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis_server])]
 async fn records_wait_for_a_replica_when_asked() {
     let master = RedisServer::start(&["--repl-diskless-sync-delay", "0"]);
     let port = master.port.to_string();
@@ -291,7 +291,7 @@ const NO_HEARTBEAT: [&str; 2] = ["--owner-grace", "off"];
 /// Replays are answered from `idemkey serve`'s memory once cached (no script runs in Redis),
 /// and `idemkey forget`, another process, reaches that memory through Redis's invalidation:
 /// the next request executes again. `--no-replay-cache` sends every replay to Redis.
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis_server])]
 async fn replays_come_from_memory_until_a_forget_elsewhere() {
     let redis = RedisServer::start(&DURABLE);
     let scripts = || redis.calls("evalsha");
@@ -422,7 +422,7 @@ async fn records_over_tls_trust_the_ca_given() {
 
 /// A server on which the cache cannot track keys (`CLIENT` renamed away) still serves the
 /// records: `idemkey serve` starts without the cache, with a warning, and every replay asks Redis.
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis_server])]
 async fn a_server_that_cannot_track_keys_serves_uncached() {
     let redis = RedisServer::start(&["--rename-command", "CLIENT", ""]);
     let dir = tempfile::tempdir().unwrap();

@@ -497,6 +497,8 @@ async fn sigterm_lets_an_in_flight_request_finish() {
                 .unwrap()
                 .success()
         );
+        // Shutdown began (the listener is closed) while the request is still held.
+        idemkey_test_support::process::refused(f.server.addr).await;
         lock.rollback().await.unwrap();
         let response = request.await.unwrap().unwrap();
         assert_eq!(response.status(), 201, "{mode}");

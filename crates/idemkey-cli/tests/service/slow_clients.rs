@@ -8,6 +8,7 @@ use std::time::Duration;
 use idemkey_test_support::db::{Backend, Db};
 use idemkey_test_support::notes::{ALICE, create_titled};
 use idemkey_test_support::serve::ServeSpec;
+use idemkey_test_support::sockets::until_accepted;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -181,9 +182,9 @@ async fn trickled_bodies_are_cut_off(mode: &str) {
     for i in 0..3 {
         let head = trickled_create(server.addr, &format!("trickled-{i}"));
         tricklers.push(tokio::spawn(trickle(server.addr, head, every)));
-        // Connected in turn, so that the three are accepted before the fourth.
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // The three hold every connection before the fourth client comes, so it waits for one.
+    until_accepted(server.addr, 3).await;
     let client = reqwest::Client::builder().timeout(GUARD).build().unwrap();
     let fourth = create_titled(&client, server.addr, ALICE, "fourth", "fourth")
         .send()

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use idemkey_core::MemoryStore;
 use idemkey_proxy::{Limits, Proxy, ProxyConfig, Upstream};
+use idemkey_test_support::sockets::until_accepted;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -123,9 +124,9 @@ async fn trickled_bodies_are_cut_off_at_the_deadline_and_free_their_connections(
     let mut tricklers = Vec::new();
     for head in heads {
         tricklers.push(tokio::spawn(trickle(addr, head, every)));
-        // Connected in turn, so that the three are accepted before the fourth.
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // The three hold every connection before the fourth client comes, so it waits for one.
+    until_accepted(addr, 3).await;
     let (fourth, _) = send_whole(addr, "/v1/fourth", Some("f")).await;
     assert!(fourth.starts_with("HTTP/1.1 201"), "{fourth}");
     for trickler in tricklers {

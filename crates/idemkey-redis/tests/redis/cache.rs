@@ -65,7 +65,7 @@ fn tracking_client(server: &RedisServer) -> Option<String> {
     Some(id.to_owned())
 }
 
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis_server])]
 async fn replays_are_answered_from_the_process_once_cached() {
     let server = RedisServer::start(&[]);
     let store = cached_store(&server.url(), &unique_prefix()).await;
@@ -88,7 +88,7 @@ async fn replays_are_answered_from_the_process_once_cached() {
 
 /// A `forget` through another store, a `DEL` from `redis-cli` and a `FLUSHALL`: each reaches
 /// the cache, and the next claim executes.
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis_server])]
 async fn a_change_made_elsewhere_is_seen_by_the_next_request() {
     changes_are_seen(&RedisServer::start(&[])).await;
 }
@@ -127,7 +127,7 @@ async fn changes_are_seen(server: &RedisServer) {
 
 /// A record's expiry reaches its copy by this process's clock, even when Redis has not deleted
 /// the key yet (active expiry off: Redis would delete it only when read).
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis_server])]
 async fn a_copy_goes_when_its_record_expires() {
     let server = RedisServer::start(&["--enable-debug-command", "yes"]);
     assert_eq!(
@@ -135,17 +135,20 @@ async fn a_copy_goes_when_its_record_expires() {
         "OK"
     );
     let store = cached_store(&server.url(), &unique_prefix()).await;
-    let req = request("{}").retention(Duration::from_millis(400));
+    // The copy is made while the record lives (every poll of `until_cached` finds it): a
+    // retention a slow machine fills a copy well within, then waited out.
+    let retention = Duration::from_secs(3);
+    let req = request("{}").retention(retention);
     completed(&store, &req).await;
     until_cached(&server, &store, &req).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::time::sleep(retention + Duration::from_millis(500)).await;
     assert_eq!(store.lookup(&req.scope).await.unwrap(), None);
 }
 
 /// The tracking connection is killed, so the invalidation of a `forget` made meanwhile never
 /// comes: the cache must have dropped its copies with the connection, and track again on a
 /// new one.
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis_server])]
 async fn a_lost_tracking_connection_drops_every_copy() {
     let server = RedisServer::start(&[]);
     let prefix = unique_prefix();

@@ -15,7 +15,7 @@ async fn store() -> RedisStore {
 
 idemkey_core::store_conformance_suite!(
     store(),
-    test: idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2),
+    test: idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis_server]),
     // A cluster keeps no owners' heartbeats: claims live by their leases alone.
     except: [
         sweep_deletes_only_expired_records_in_batches,
@@ -27,7 +27,7 @@ idemkey_core::store_conformance_suite!(
 
 /// Every script touches the one slot of its record's hash tag, wherever that slot lives: the
 /// records of 30 scopes land on every master.
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis_server])]
 async fn records_spread_over_every_master() {
     let store = store().await;
     let mut keys = Vec::new();

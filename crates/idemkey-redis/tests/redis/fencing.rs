@@ -8,24 +8,33 @@ use idemkey_core::{Begin, Error, ExpiredLease, RecordState, Store, StoredRespons
 
 use crate::common::standalone_store;
 
+/// A lease no test outlives.
+const LONG: Duration = Duration::from_secs(60);
+
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis])]
 async fn an_expired_lease_is_taken_over_and_the_old_claim_fenced() {
     let store = standalone_store().await;
-    let req = request("{}").lease(Duration::from_millis(300));
-    let Begin::Execute(old) = begin(&store, &req, ExpiredLease::TakeOver).await.unwrap() else {
+    // Within the lease, by the server's clock: in flight, with the lease's time left. A long
+    // lease, so that a slow machine cannot see it run out here.
+    let live = request("{}").lease(LONG);
+    let Begin::Execute(_) = begin(&store, &live, ExpiredLease::TakeOver).await.unwrap() else {
         panic!("expected to execute")
     };
-    // Within the lease, by the server's clock: in flight, with the lease's time left.
-    match store.lookup(&req.scope).await.unwrap().unwrap().state {
+    match store.lookup(&live.scope).await.unwrap().unwrap().state {
         RecordState::InFlight { lease_remaining } => {
-            assert!(lease_remaining <= Duration::from_millis(300) && !lease_remaining.is_zero());
+            assert!(lease_remaining <= LONG && !lease_remaining.is_zero());
         }
         other => panic!("expected in flight, got {other:?}"),
     }
     assert!(matches!(
-        begin(&store, &req, ExpiredLease::TakeOver).await.unwrap(),
+        begin(&store, &live, ExpiredLease::TakeOver).await.unwrap(),
         Begin::InFlight { .. }
     ));
+    // A short lease, only waited out.
+    let req = request("{}").lease(Duration::from_millis(300));
+    let Begin::Execute(old) = begin(&store, &req, ExpiredLease::TakeOver).await.unwrap() else {
+        panic!("expected to execute")
+    };
     tokio::time::sleep(Duration::from_millis(400)).await;
     let Begin::Execute(new) = begin(&store, &req, ExpiredLease::TakeOver).await.unwrap() else {
         panic!("expected a takeover")

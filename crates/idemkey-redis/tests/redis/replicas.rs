@@ -58,7 +58,7 @@ async fn store(
         .unwrap()
 }
 
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis_server])]
 async fn a_completion_returns_once_the_replica_has_it() {
     // Diskless full sync waits 5 s for more replicas by default.
     let master = RedisServer::start(&["--repl-diskless-sync-delay", "0"]);
@@ -86,7 +86,7 @@ async fn a_completion_returns_once_the_replica_has_it() {
     }
 }
 
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis_server])]
 async fn without_a_replica_the_completion_stands_after_the_wait() {
     let master = RedisServer::start(&[]);
     let store = store(&master, Duration::from_millis(200)).await;
@@ -156,7 +156,7 @@ fn in_flight(record: Option<&Record>) -> bool {
 /// request would queue behind a completion's wait. Here a completion waits for a replica that
 /// does not exist (for a minute), and the same store still answers other operations. Nobody
 /// answers from the completion meanwhile: to every reader it is in flight.
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis_server])]
 async fn a_waiting_completion_holds_up_no_other_operation_and_is_not_answered_from() {
     let master = tokio::task::spawn_blocking(|| RedisServer::start(&[]))
         .await
@@ -190,7 +190,7 @@ async fn a_waiting_completion_holds_up_no_other_operation_and_is_not_answered_fr
 
 /// A fresh claim returns only once its wait is done: here it waits for a replica that does
 /// not exist, written on the master all the while, and does not return.
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis_server])]
 async fn a_fresh_claim_waits_before_it_returns() {
     let master = tokio::task::spawn_blocking(|| RedisServer::start(&[]))
         .await
@@ -215,7 +215,7 @@ async fn a_fresh_claim_waits_before_it_returns() {
 
 /// A completer that dies during its wait leaves no mark: its completion is in flight to
 /// everyone for as long as the wait could have run, then answered.
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis_server])]
 async fn a_completion_whose_completer_died_is_answered_once_its_wait_is_over() {
     let master = tokio::task::spawn_blocking(|| RedisServer::start(&[]))
         .await
@@ -253,7 +253,7 @@ async fn a_completion_whose_completer_died_is_answered_once_its_wait_is_over() {
 
 /// `WAITAOF` arrived with Redis 7.2: a server without it is refused when the store connects,
 /// not at each completion.
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis_server])]
 async fn the_fsync_wait_needs_a_server_that_knows_waitaof() {
     let server = tokio::task::spawn_blocking(|| RedisServer::start(&["--appendonly", "yes"]))
         .await

@@ -10,7 +10,7 @@ use idemkey_test_support::redis::RedisServer;
 
 use crate::common::store_at;
 
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis_server])]
 async fn the_same_store_is_unavailable_while_down_and_works_after_a_restart() {
     // Every write is on disk before its reply, so a SIGKILL loses nothing.
     let mut server = tokio::task::spawn_blocking(|| {

@@ -42,6 +42,13 @@ impl<St> IdempotencyLayer<St> {
         &self.shared.executions
     }
 
+    /// How many duplicates wait in this process for an execution of this layer to end. A
+    /// duplicate waiting there asks the store nothing, so tests read this to know it waits.
+    #[doc(hidden)]
+    pub fn waiting_duplicates(&self) -> usize {
+        self.shared.local.waiting()
+    }
+
     /// The layer's settings.
     pub fn config(&self) -> &Config {
         &self.shared.config

@@ -165,6 +165,15 @@ impl Local {
         if own { scopes.remove(scope) } else { None }
     }
 
+    /// How many duplicates wait for the executions registered here to end (and, for an
+    /// instant, a duplicate's check in its lookup): each entry's receivers but the one its
+    /// execution keeps.
+    pub(crate) fn waiting(&self) -> usize {
+        let scopes = self.scopes();
+        let receivers = scopes.values().map(|entry| entry.ended.receiver_count());
+        receivers.map(|count| count.saturating_sub(1)).sum()
+    }
+
     /// If `request` duplicates an execution running here: a receiver whose `changed` returns
     /// (an error) once that execution has ended.
     pub(crate) fn duplicate(&self, request: &ClaimRequest) -> Option<watch::Receiver<()>> {

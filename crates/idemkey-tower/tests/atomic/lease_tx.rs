@@ -114,9 +114,14 @@ async fn a_client_gone_mid_handler_still_commits() {
     assert!(client.await.unwrap_err().is_cancelled());
     s.release_handler.notify_one();
     // Lease mode answers a duplicate in flight at once: wait for the exchange to end.
-    while s.record().await.0 == 0 {
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
+    let stored = async {
+        while s.record().await.0 == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), stored)
+        .await
+        .expect("the handler's exchange never completed its record");
     let retry = s.post("k", Behaviour::Create).await;
     assert_eq!(retry.headers()["idempotent-replayed"], "true");
     assert_eq!(s.counts().await, (1, 1));

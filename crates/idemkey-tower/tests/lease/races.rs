@@ -1,7 +1,8 @@
 //! Duplicates in flight, callers that go away, expired leases (behaviour §5, §6).
 //!
-//! The gated handler blocks until the test hands out a permit, so every interleaving here is
-//! forced by the test.
+//! The gated handler blocks until the test hands out a permit, and the test hands it out only
+//! once what it tests is under way (a handler entered, a duplicate waiting, a claim held), so
+//! the interleaving each test is named for is forced; the one path left to chance says so.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -11,9 +12,10 @@ use http::StatusCode;
 use idemkey_core::{ExpiredLease, ManualClock, MemoryStore};
 use idemkey_tower::Config;
 use tokio::sync::Barrier;
+use tokio::task::JoinSet;
 use tower_http::timeout::TimeoutLayer;
 
-use crate::common::{App, send, wait_for};
+use crate::common::{App, Reply, send, wait_for, wait_until};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_duplicate_of_a_running_request_gets_409_and_a_different_one_422() {
@@ -41,8 +43,18 @@ async fn a_waiting_duplicate_gets_the_replay_once_the_original_finishes() {
     let first = tokio::spawn(send(app.post("/gated", Some("k"))));
     wait_for("the handler", &app.ctx.entered).await;
     let duplicate = tokio::spawn(send(app.post("/gated", Some("k"))));
-    // The duplicate found the record in flight and is now polling it.
-    wait_for("the duplicate to poll", &app.store.hooks.lookups).await;
+    // The duplicate's claim step runs in a task of its own (after its lookup, whose check of
+    // the execution would count as a waiter for an instant); there it waits for the original
+    // in this process.
+    let executions = app.layer.executions();
+    wait_until("the duplicate's claim step", || executions.len() == 2).await;
+    let layer = &app.layer;
+    wait_until("the duplicate to wait", || layer.waiting_duplicates() == 1).await;
+    assert_eq!(
+        app.store.hooks.lookups.count(),
+        1,
+        "the original's lookup only"
+    );
 
     app.ctx.release.raise(1);
     let (first, duplicate) = (first.await.unwrap(), duplicate.await.unwrap());
@@ -136,32 +148,47 @@ async fn an_expired_lease_can_answer_previous_attempt_unknown() {
     assert_eq!(app.ctx.runs(), 1);
 }
 
+/// The execution that wins is held at the gate until every other request of the storm has
+/// been answered, so none of them can be a replay: each must be a 409. A second execution
+/// would block at the gate too, and the test would miss a reply.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_storm_of_identical_requests_executes_once() {
     const STORM: usize = 32;
     let app = App::start(Config::default()).await;
     let barrier = Arc::new(Barrier::new(STORM));
-    let tasks: Vec<_> = (0..STORM)
-        .map(|_| {
-            let request = app.json("/notes", "storm", r#"{"title":"x"}"#);
-            let barrier = barrier.clone();
-            tokio::spawn(async move {
-                barrier.wait().await;
-                send(request).await
-            })
-        })
-        .collect();
-    let mut executed = 0;
-    for task in tasks {
-        let reply = task.await.unwrap();
-        match (reply.status, reply.replayed()) {
-            (201, false) => executed += 1,
-            (201, true) => assert_eq!(reply.json()["n"], 1),
-            _ => reply.assert_problem(409, "request-in-flight"),
-        }
+    let mut replies = JoinSet::new();
+    for _ in 0..STORM {
+        let request = app.json("/gated", "storm", r#"{"title":"x"}"#);
+        let barrier = barrier.clone();
+        replies.spawn(async move {
+            barrier.wait().await;
+            send(request).await
+        });
     }
-    assert_eq!(executed, 1);
+    wait_for("the execution", &app.ctx.entered).await;
+    for _ in 1..STORM {
+        next(&mut replies)
+            .await
+            .assert_problem(409, "request-in-flight");
+    }
     assert_eq!(app.ctx.runs(), 1);
+
+    app.ctx.release.raise(1);
+    let executed = next(&mut replies).await;
+    assert_eq!(executed.status, 201);
+    assert!(!executed.replayed());
+    assert_eq!(executed.json()["n"], 1);
+    let retry = send(app.json("/gated", "storm", r#"{"title":"x"}"#)).await;
+    assert!(retry.replayed());
+    assert_eq!(retry.body, executed.body);
+    assert_eq!(app.ctx.runs(), 1);
+}
+
+/// The next reply of `replies` to come; fails the test instead of hanging if none does.
+async fn next(replies: &mut JoinSet<Reply>) -> Reply {
+    let reply = tokio::time::timeout(Duration::from_secs(20), replies.join_next()).await;
+    let reply = reply.expect("a reply").expect("a request left");
+    reply.expect("the request's task did not panic")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

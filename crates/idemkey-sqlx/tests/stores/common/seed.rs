@@ -413,9 +413,11 @@ pub async fn in_process_duplicates_wait_for_the_first_and_replay<F: Fixture>() {
 /// record up read it for themselves: a lookup's result is never handed on (it could predate
 /// their requests). The same request replays, another body is `key-reused`.
 pub async fn duplicates_during_the_first_ones_lookup_read_for_themselves<F: Fixture>() {
-    if !F::options().lookup {
-        return;
-    }
+    // The case is about that lookup: a fixture without it must not pass it unrun.
+    assert!(
+        F::options().lookup,
+        "the case needs the lookup before the transaction"
+    );
     let (held, hook) = Held::at(Point::BeforeLookup);
     let plain = F::store().await;
     let store = plain.clone().with_failpoints(hook);

@@ -45,6 +45,8 @@ pub(crate) struct App {
     pub(crate) client: reqwest::Client,
     pub(crate) ctx: Arc<Ctx>,
     pub(crate) store: TestStore,
+    /// The server's layer (a clone, sharing its state): what it is executing and waiting for.
+    pub(crate) layer: IdempotencyLayer<TestStore>,
 }
 
 /// A response, read whole.
@@ -116,6 +118,18 @@ pub(crate) async fn wait_for(what: &str, signal: &Signal) {
         .unwrap_or_else(|_| panic!("gave up waiting for {what}"));
 }
 
+/// Polls `done` until it holds; fails the test instead of hanging if it never does.
+pub(crate) async fn wait_until(what: &str, done: impl Fn() -> bool) {
+    let polled = async {
+        while !done() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), polled)
+        .await
+        .unwrap_or_else(|_| panic!("gave up waiting for {what}"));
+}
+
 impl App {
     pub(crate) async fn start(config: Config) -> Self {
         Self::start_with(config, MemoryStore::new(), |router| router).await
@@ -146,7 +160,7 @@ impl App {
     ) -> Self {
         let store = TestStore::new(memory);
         let layer = IdempotencyLayer::with_config(store.clone(), config.secret(b"s3".as_slice()));
-        let router = handlers::routes(ctx.clone()).layer(layer);
+        let router = handlers::routes(ctx.clone()).layer(layer.clone());
         let router = extra(router)
             .layer(middleware::from_fn_with_state(ctx.clone(), handlers::probe))
             .layer(middleware::map_request(handlers::authenticate));
@@ -160,6 +174,7 @@ impl App {
             client: reqwest::Client::new(),
             ctx,
             store,
+            layer,
         }
     }
 
