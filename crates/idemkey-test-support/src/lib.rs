@@ -4,7 +4,8 @@
 //! on sockets ([`raw`], [`storm`], [`relay`]), with a relay that loses and cuts answers and
 //! refuses connections, the faults retrying HTTP clients must survive ([`lossy`]).
 //!
-//! The binary under test is always the caller's: pass `env!("CARGO_BIN_EXE_idemkey")`.
+//! The binary under test is always the caller's: pass `env!("CARGO_BIN_EXE_idemkey")`, or,
+//! from a package other than the binary's, [`binary::idemkey`].
 //!
 //! A test that needs a server it does not start (PostgreSQL, Redis), a program (Valkey) or
 //! root says so, `#[idemkey_test_support::test(needs = [postgres])]` ([`needs::Need`]), and
@@ -13,6 +14,7 @@
 // A helper that cannot do its job fails the test that called it: unwrapping is how it says so.
 #![allow(clippy::unwrap_used)]
 
+pub mod binary;
 #[cfg(feature = "sql")]
 pub mod db;
 #[cfg(feature = "http")]
