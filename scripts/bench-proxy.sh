@@ -10,13 +10,15 @@
 #   IDEMKEY_BENCH_PG_URL=postgres://postgres@127.0.0.1:5432/test scripts/bench-proxy.sh [OUT_DIR]
 #
 # Redis is shared, never flushed: each run's records are under a credential of its own and
-# expire 10 minutes after it. Needs a release build (cargo build --release -p idemkey-cli).
+# expire 10 minutes after it. Needs a release build (cargo build --release -p idemkey-cli -p idemkey-bench).
 # Each run's JSON, table and errors go to OUT_DIR (default target/bench-proxy); the load
 # average before and after goes to OUT_DIR/load.txt. IDEMKEY_BENCH_DURATION (default 5s) is
 # each side's time.
 set -euo pipefail
 
-BIN=${IDEMKEY_BIN:-target/release/idemkey}
+# The bench starts the idemkey binary that IDEMKEY_BIN names.
+export IDEMKEY_BIN=${IDEMKEY_BIN:-target/release/idemkey}
+BENCH=${IDEMKEY_BENCH_BIN:-target/release/idemkey-bench}
 OUT=${1:-target/bench-proxy}
 PG=${IDEMKEY_BENCH_PG_URL:-}
 REDIS=${IDEMKEY_BENCH_REDIS_URL-redis://127.0.0.1:6379}
@@ -28,7 +30,7 @@ bench() {
     local name=$1
     shift
     # A failed run is reported and the next one still runs.
-    if ! "$BIN" bench proxy-create proxy-replay proxy-direct proxy-store --duration "$D" "$@" \
+    if ! "$BENCH" proxy-create proxy-replay proxy-direct proxy-store --duration "$D" "$@" \
         --json "$OUT/$name.json" > "$OUT/$name.txt" 2> "$OUT/$name.err"; then
         echo "$name: FAILED: $(tail -n 1 "$OUT/$name.err")"
         return 0

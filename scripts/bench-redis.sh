@@ -6,7 +6,7 @@
 #
 #   scripts/bench-redis.sh [OUT_DIR]     # default: target/bench-redis
 #
-# Needs a release build (cargo build --release -p idemkey-cli). Each run's JSON and table go to
+# Needs a release build (cargo build --release -p idemkey-cli -p idemkey-bench). Each run's JSON and table go to
 # OUT_DIR; the load average before and after goes to OUT_DIR/load.txt.
 #
 # With IDEMKEY_BENCH_VALKEY=/path/to/valkey-server, also the cost of --records-wait-fsync: a
@@ -14,7 +14,9 @@
 # off, on, off, on (notes on SQLite).
 set -euo pipefail
 
-BIN=${IDEMKEY_BIN:-target/release/idemkey}
+# The bench starts the idemkey binary that IDEMKEY_BIN names.
+export IDEMKEY_BIN=${IDEMKEY_BIN:-target/release/idemkey}
+BENCH=${IDEMKEY_BENCH_BIN:-target/release/idemkey-bench}
 OUT=${1:-target/bench-redis}
 PG=${IDEMKEY_BENCH_PG_URL:-}
 REDIS=${IDEMKEY_BENCH_REDIS_URL:-redis://127.0.0.1:6379}
@@ -25,7 +27,7 @@ uptime > "$OUT/load.txt"
 bench() {
     local name=$1
     shift
-    "$BIN" bench "$@" --json "$OUT/$name.json" > "$OUT/$name.txt" 2>/dev/null
+    "$BENCH" "$@" --json "$OUT/$name.json" > "$OUT/$name.txt" 2>/dev/null
     grep -E "with key / without key|replay / GET|loser p99 / single" "$OUT/$name.txt" \
         | sed "s/^/$name: /" || true
 }

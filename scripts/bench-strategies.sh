@@ -9,11 +9,13 @@
 #
 #   scripts/bench-strategies.sh [OUT_DIR]     # default: target/bench-strategies
 #
-# Needs a release build (cargo build --release -p idemkey-cli). Each run's JSON and table go
+# Needs a release build (cargo build --release -p idemkey-cli -p idemkey-bench). Each run's JSON and table go
 # to OUT_DIR; the load average before and after goes to OUT_DIR/load.txt.
 set -euo pipefail
 
-BIN=${IDEMKEY_BIN:-target/release/idemkey}
+# The bench starts the idemkey binary that IDEMKEY_BIN names.
+export IDEMKEY_BIN=${IDEMKEY_BIN:-target/release/idemkey}
+BENCH=${IDEMKEY_BENCH_BIN:-target/release/idemkey-bench}
 OUT=${1:-target/bench-strategies}
 PG=${IDEMKEY_BENCH_PG_URL:-}
 D=${IDEMKEY_BENCH_DURATION:-6s}
@@ -23,7 +25,7 @@ uptime > "$OUT/load.txt"
 bench() {
     local name=$1
     shift
-    "$BIN" bench "$@" --json "$OUT/$name.json" > "$OUT/$name.txt" 2>/dev/null
+    "$BENCH" "$@" --json "$OUT/$name.json" > "$OUT/$name.txt" 2>/dev/null
     grep -E "with key / without key|replay / GET|raw two-row|loser p99 / single" "$OUT/$name.txt" \
         | sed "s/^/$name: /" || true
 }

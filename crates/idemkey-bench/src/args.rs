@@ -1,4 +1,4 @@
-//! The `idemkey bench` command line.
+//! The `idemkey-bench` command line.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -9,7 +9,7 @@ use idemkey_sqlx::Strategy;
 
 use super::runner::Budget;
 
-/// What `idemkey bench` measures.
+/// What `idemkey-bench` measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Workload {
     /// Create with a fresh key against create without a key (same server, same handler).
@@ -91,9 +91,13 @@ impl Workload {
     }
 }
 
-/// Arguments of `idemkey bench`.
+/// Arguments of `idemkey-bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
+    /// The `idemkey` binary whose `serve` and `proxy` the bench starts, e.g.
+    /// `target/release/idemkey`. Not needed with --url, unless a proxy workload runs.
+    #[arg(long, value_name = "PATH", env = "IDEMKEY_BIN")]
+    pub(crate) idemkey: Option<PathBuf>,
     /// Workloads to run (default: create replay storm mixed).
     #[arg(value_enum, value_name = "WORKLOAD")]
     pub(crate) workloads: Vec<Workload>,

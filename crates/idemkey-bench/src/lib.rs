@@ -1,6 +1,7 @@
-//! `idemkey bench`: what idempotency costs against the business write it protects. The
-//! binary parses [`BenchArgs`] and calls [`run`]; the service it measures is this
-//! executable's `serve`, started as a child process, or any service given with `--url`.
+//! `idemkey-bench`: what idempotency costs against the business write it protects. The
+//! binary parses [`BenchArgs`] and calls [`run`]; the service it measures is the `serve` of
+//! the `idemkey` binary it is given (`--idemkey PATH`), started as a child process, or any
+//! service given with `--url`.
 //!
 //! Every workload compares two things measured against one server in one run, alternating
 //! the two sides in short rounds so that drift hits both: create with a key against create
@@ -9,7 +10,7 @@
 //! in-process, a router with the layer against the same router without it (`layer`),
 //! keyed creates through the client middleware against plain reqwest (`middleware`), and, on
 //! MySQL, the statements of a keyed create against those of a key-less one (`statements`),
-//! and, through this executable's `proxy` in front of a small API the bench runs itself, a
+//! and, through the `idemkey` binary's `proxy` in front of a small API the bench runs itself, a
 //! keyed create against a forwarded key-less one, a replay against a forwarded GET, and a
 //! forwarded create against one straight to the API (`proxy-create`, `proxy-replay`,
 //! `proxy-direct`).
@@ -46,6 +47,7 @@ mod workloads;
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
@@ -59,6 +61,11 @@ use fixture::Fixture;
 use report::{Ratio, Report, WorkloadReport};
 use runner::{Budget, Worker};
 use server::Server;
+
+/// The error of a run that would start `idemkey` without being given it.
+const NO_IDEMKEY: &str = "the bench starts `idemkey serve` and `idemkey proxy`: give the binary \
+     with --idemkey PATH (e.g. target/release/idemkey) or IDEMKEY_BIN, or measure a running \
+     service with --url";
 
 /// What every workload of a run shares.
 pub(crate) struct Ctx {
@@ -74,6 +81,8 @@ pub(crate) struct Ctx {
     database_url: Option<String>,
     /// Where the proxy workloads' proxy keeps its records.
     proxy_database_url: Option<String>,
+    /// The `idemkey` binary the bench starts as the service and the proxy.
+    idemkey: Option<PathBuf>,
 }
 
 impl Ctx {
@@ -124,6 +133,11 @@ impl Ctx {
         self.serve_flags.iter().any(|flag| flag == "--records-url")
     }
 
+    /// The `idemkey` binary to start; an error saying how to give it if none was.
+    fn idemkey(&self) -> anyhow::Result<&Path> {
+        self.idemkey.as_deref().context(NO_IDEMKEY)
+    }
+
     /// A progress bar of `len` steps on stderr, hidden when stderr is not a terminal.
     fn bar(&self, name: &str, len: u32) -> ProgressBar {
         let target = if std::io::stderr().is_terminal() {
@@ -158,6 +172,11 @@ async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let external = args.url.is_some();
     let notes = workloads.iter().any(|w| !w.is_proxy());
     let proxied = workloads.iter().any(|w| w.is_proxy());
+    // Before any database is prepared: a run that cannot start its server stops here.
+    let serves = !external && workloads.iter().any(|w| w.needs_service());
+    if (serves || proxied) && args.idemkey.is_none() {
+        bail!(NO_IDEMKEY);
+    }
     if notes
         && args
             .database_url
@@ -199,6 +218,7 @@ async fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         serve_flags: serve_flags(&args),
         database_url: fixture.as_ref().map(|f| f.url.clone()),
         proxy_database_url: proxy_fixture.as_ref().map(|f| f.url.clone()),
+        idemkey: args.idemkey.clone(),
     };
     // On SIGINT or SIGTERM the measurement is dropped (which kills the server it started)
     // and the database is still cleaned up.
@@ -242,7 +262,8 @@ async fn measure(
     } else {
         let url = ctx.database_url.as_deref().context("no database")?;
         let token = format!("bench-{run}");
-        let started = Server::start(url, ctx.mode, &ctx.serve_flags, &token).await?;
+        let started =
+            Server::start(ctx.idemkey()?, url, ctx.mode, &ctx.serve_flags, &token).await?;
         let target = Target::new(started.addr, &token)?;
         server = Some(started);
         Some(target)

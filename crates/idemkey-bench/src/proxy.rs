@@ -75,7 +75,7 @@ pub(crate) async fn run(
     let upstream = Upstream::start().await?;
     let mut flags = proxy_flags(database_url);
     flags.extend_from_slice(extra);
-    let proxy = Server::start_proxy(upstream.addr, database_url, &flags).await?;
+    let proxy = Server::start_proxy(ctx.idemkey()?, upstream.addr, database_url, &flags).await?;
     let result = measure(ctx, workloads, database_url, &proxy, &upstream, token).await;
     proxy.stop().await;
     drop(upstream);

@@ -101,7 +101,7 @@ impl Ratio {
     }
 }
 
-/// Everything one `idemkey bench` run measured.
+/// Everything one `idemkey-bench` run measured.
 #[derive(Debug, Serialize)]
 pub(crate) struct Report {
     /// How the run was set up.

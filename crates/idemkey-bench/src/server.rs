@@ -1,7 +1,8 @@
-//! The service under test when the bench starts it: this executable's `serve` (or, for the
-//! proxy workloads, its `proxy`), as a child process on a free port, killed at the end.
+//! The service under test when the bench starts it: the given `idemkey` binary's `serve` (or,
+//! for the proxy workloads, its `proxy`), as a child process on a free port, killed at the end.
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -25,6 +26,7 @@ impl Server {
     /// Starts `idemkey serve` on `database_url` in `mode`, with keys optional (so the same
     /// handler also runs unrecorded) and one actor, `bench`, whose secret is `token`.
     pub(crate) async fn start(
+        idemkey: &Path,
         database_url: &str,
         mode: Mode,
         flags: &[String],
@@ -44,12 +46,13 @@ impl Server {
         .into();
         args.extend_from_slice(flags);
         args.extend(["--token".to_owned(), format!("bench={token}")]);
-        Self::spawn("idemkey serve", &args).await
+        Self::spawn(idemkey, "idemkey serve", &args).await
     }
 
     /// Starts `idemkey proxy` in front of `upstream`, its records in `database_url`, its
     /// admin routes on a free port of their own, with `flags` besides.
     pub(crate) async fn start_proxy(
+        idemkey: &Path,
         upstream: SocketAddr,
         database_url: &str,
         flags: &[String],
@@ -68,14 +71,13 @@ impl Server {
         .map(str::to_owned)
         .into();
         args.extend_from_slice(flags);
-        Self::spawn("idemkey proxy", &args).await
+        Self::spawn(idemkey, "idemkey proxy", &args).await
     }
 
-    /// Runs this executable with `args`; `name` names it in errors. Its first line on stdout
-    /// says where it listens.
-    async fn spawn(name: &str, args: &[String]) -> anyhow::Result<Self> {
-        let exe = std::env::current_exe().context("cannot find this executable")?;
-        let mut child = Command::new(exe)
+    /// Runs the `idemkey` binary with `args`; `name` names it in errors. Its first line on
+    /// stdout says where it listens.
+    async fn spawn(idemkey: &Path, name: &str, args: &[String]) -> anyhow::Result<Self> {
+        let mut child = Command::new(idemkey)
             .args(args)
             .env(
                 "RUST_LOG",
@@ -85,7 +87,7 @@ impl Server {
             .stdout(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .with_context(|| format!("cannot start {name}"))?;
+            .with_context(|| format!("cannot start {name} ({})", idemkey.display()))?;
         let stdout = child.stdout.take().context("no stdout")?;
         let mut lines = BufReader::new(stdout).lines();
         let line = tokio::time::timeout(STARTUP, lines.next_line())

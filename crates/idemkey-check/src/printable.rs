@@ -20,7 +20,7 @@ fn is_unsafe(c: char) -> bool {
 /// `text` with every unsafe character written as a visible Rust-style escape, `\u{1b}` for ESC.
 ///
 /// Newlines and tabs are escaped too: evidence is one line by design, and a line break from the
-/// server could forge a row of the table. `idemkey bench` escapes its errors with it as well.
+/// server could forge a row of the table. `idemkey-bench` escapes its errors with it as well.
 pub fn printable(text: &str) -> Cow<'_, str> {
     if !text.chars().any(is_unsafe) {
         return Cow::Borrowed(text);

@@ -36,12 +36,6 @@ pub(crate) enum Command {
     /// The first line on stdout names the proxy's address and its admin address
     /// (`/healthz`, `/metrics`).
     Proxy(ProxyArgs),
-    /// Measure what idempotency costs: against a running service (--url) or one it starts.
-    ///
-    /// Each workload alternates its two sides in short rounds on one server; prints tables
-    /// and the ratios against their targets. Exit status: 0, or 1 if the storm found a key
-    /// with other than exactly one note.
-    Bench(idemkey_bench::BenchArgs),
     /// Send one HTTP request, retried safely: one Idempotency-Key on every attempt.
     ///
     /// curl-like, for scripts: stdout is the final answer's body; stderr names the key
@@ -72,7 +66,6 @@ impl Command {
             Self::Sweep(args) => maintenance::sweep(args).await,
             Self::Forget(args) => maintenance::forget(args).await,
             Self::Check(args) => Ok(idemkey_check::run(args).await.into()),
-            Self::Bench(args) => idemkey_bench::run(args).await,
             Self::Proxy(args) => proxy::run(args).await,
             Self::Send(args) => Ok(send::run(args).await),
         }

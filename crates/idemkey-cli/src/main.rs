@@ -1,6 +1,7 @@
 //! The `idemkey` binary: `serve` runs the reference notes service, `proxy` puts idempotency
 //! keys in front of any HTTP API, `sweep` and `forget` maintain the records, `check` tests
-//! any API's idempotency keys from outside, `bench` measures what idempotency costs.
+//! any API's idempotency keys from outside, `send` sends one request retried safely. What
+//! idempotency costs is measured by the repository's `idemkey-bench`, which starts this binary.
 
 mod args;
 mod cli;

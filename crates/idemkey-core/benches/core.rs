@@ -44,7 +44,7 @@ fn keys(c: &mut Criterion) {
 
 fn fingerprints(c: &mut Criterion) {
     let mut group = c.benchmark_group("fingerprint");
-    // The notes service's own body: what every keyed request of `idemkey bench` pays.
+    // The notes service's own body: what every keyed request of `idemkey-bench` pays.
     let note = br#"{"title":"bench-1a2b3c4d-k-0-1"}"#;
     group.bench_function("json/note body", |b| {
         b.iter(|| {

@@ -4,7 +4,8 @@
 //! on sockets ([`raw`], [`storm`], [`relay`]), with a relay that loses and cuts answers and
 //! refuses connections, the faults retrying HTTP clients must survive ([`lossy`]).
 //!
-//! The binary under test is always the caller's: pass `env!("CARGO_BIN_EXE_idemkey")`.
+//! The binary under test is always the caller's: pass `env!("CARGO_BIN_EXE_idemkey")`, or,
+//! from a package other than the binary's, [`binary::idemkey`].
 //!
 //! A test that needs a server it does not start (PostgreSQL, Redis), a program it runs (Valkey,
 //! `redis-server`, `python3`) or root says so,
@@ -14,6 +15,7 @@
 // A helper that cannot do its job fails the test that called it: unwrapping is how it says so.
 #![allow(clippy::unwrap_used)]
 
+pub mod binary;
 #[cfg(feature = "sql")]
 pub mod db;
 #[cfg(feature = "http")]

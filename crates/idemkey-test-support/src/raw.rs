@@ -1,5 +1,5 @@
 //! Reading one HTTP/1.1 request off a raw socket, for the hand-written hostile servers of the
-//! checker's tests and of `idemkey bench`'s.
+//! checker's tests and of `idemkey-bench`'s.
 
 use std::io;
 

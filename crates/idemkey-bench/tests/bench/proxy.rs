@@ -1,13 +1,9 @@
-//! `idemkey bench proxy-create proxy-replay`: the bench starts `idemkey proxy` in front of
+//! `idemkey-bench proxy-create proxy-replay`: the bench starts `idemkey proxy` in front of
 //! its own API, on a fresh SQLite file, and both sides of both workloads run: keyed creates
 //! and key-less ones through the proxy, replays (every answer `Idempotent-Replayed: true`,
 //! or it counts as an error) and forwarded GETs. No timing is asserted.
 
-use std::process::Command;
-
 use serde_json::Value;
-
-use crate::IDEMKEY;
 
 /// Requests per side.
 const REQUESTS: u64 = 40;
@@ -16,8 +12,8 @@ const REQUESTS: u64 = 40;
 fn proxy_workloads_run_both_sides_without_errors_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("report.json");
-    let output = Command::new(IDEMKEY)
-        .args(["bench", "proxy-create", "proxy-replay"])
+    let output = crate::bench_command()
+        .args(["proxy-create", "proxy-replay"])
         .args(["--requests", &REQUESTS.to_string()])
         .args(["--concurrency", "4", "--rounds", "2"])
         .args(["--json", json.to_str().unwrap()])

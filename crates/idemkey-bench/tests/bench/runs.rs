@@ -1,16 +1,13 @@
-//! `idemkey bench` as a user runs it: tiny budgets against a server it starts itself, the
+//! `idemkey-bench` as a user runs it: tiny budgets against a server it starts itself, the
 //! JSON report's shape and the storm's one-note-per-key check. No timing is asserted.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
-use crate::IDEMKEY;
-
 pub(crate) fn bench(args: &[&str]) -> Output {
-    Command::new(IDEMKEY)
-        .arg("bench")
+    crate::bench_command()
         .args(args)
         .env("RUST_LOG", "warn")
         .output()

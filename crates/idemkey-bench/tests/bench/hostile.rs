@@ -1,4 +1,4 @@
-//! `idemkey bench --url` against a hostile service: a real HTTP/1.1 server on raw sockets
+//! `idemkey-bench --url` against a hostile service: a real HTTP/1.1 server on raw sockets
 //! whose answers never end. The bench must end by itself (the test kills it after [`GUARD`]),
 //! exit with a code it documents (no signal, no panic), count what it could not read as
 //! errors or name the limit in its error, and keep its peak memory under [`PEAK_KIB`]. No
@@ -10,15 +10,13 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use idemkey_test_support::raw::read_request;
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
-
-use crate::IDEMKEY;
 
 /// A run still going after this is killed and fails the test: before the limits, the bench
 /// never ended against these servers.
@@ -113,14 +111,13 @@ struct Run {
     peak_kib: u64,
 }
 
-/// Runs `idemkey bench ARGS --url http://ADDR --token x`, sampling its peak memory until it
+/// Runs `idemkey-bench ARGS --url http://ADDR --token x`, sampling its peak memory until it
 /// exits; kills it and fails past [`GUARD`] or [`PEAK_KIB`].
 fn bench(addr: SocketAddr, args: &[&str]) -> Run {
     let dir = tempfile::tempdir().unwrap();
     let (out, err) = (dir.path().join("stdout"), dir.path().join("stderr"));
     let url = format!("http://{addr}");
-    let mut child = Command::new(IDEMKEY)
-        .arg("bench")
+    let mut child = crate::bench_command()
         .args(args)
         .args(["--url", &url, "--token", "x"])
         .env("RUST_LOG", "warn")
@@ -226,7 +223,7 @@ fn an_endless_body_fails_the_replay_setup() {
     let run = bench(addr, &["replay", "--requests", "5", "--concurrency", "2"]);
     assert_exited(&run, 1);
     assert!(
-        run.stderr.contains("idemkey: error: ") && run.stderr.contains("1 MiB limit"),
+        run.stderr.contains("idemkey-bench: error: ") && run.stderr.contains("1 MiB limit"),
         "{}",
         run.stderr
     );

@@ -1,4 +1,4 @@
-//! `idemkey bench middleware`: keyed creates through the client middleware against plain
+//! `idemkey-bench middleware`: keyed creates through the client middleware against plain
 //! reqwest. Against a server the bench starts, both sides run without errors and the report
 //! holds the median ratio and the client's CPU; against a strict test server, both sides are
 //! seen to send the same credentials and content type and a fresh key in the draft's quoted
@@ -6,7 +6,7 @@
 
 use std::collections::HashSet;
 use std::io;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::{Arc, Mutex};
 
 use idemkey_test_support::raw::read_request;
@@ -14,11 +14,8 @@ use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::IDEMKEY;
-
 fn bench(args: &[&str], json: &std::path::Path) -> (Output, Value) {
-    let output = Command::new(IDEMKEY)
-        .arg("bench")
+    let output = crate::bench_command()
         .arg("middleware")
         .args(args)
         .args(["--json", json.to_str().unwrap()])

@@ -1,4 +1,4 @@
-//! `idemkey bench` on PostgreSQL works in a schema of its own, which it drops at the end, and
+//! `idemkey-bench` on PostgreSQL works in a schema of its own, which it drops at the end, and
 //! leaves `public` alone: seen in a database of the test's own, whose event triggers record
 //! every object created and dropped.
 

@@ -1,0 +1,31 @@
+//! The `idemkey` binary for tests of other packages, which cargo gives no
+//! `CARGO_BIN_EXE_idemkey`: the bench's tests start it through `idemkey-bench --idemkey`.
+
+use std::path::PathBuf;
+
+/// The variable that names the `idemkey` binary to test, overriding the one built beside the
+/// running test.
+pub const IDEMKEY_BIN_ENV: &str = "IDEMKEY_BIN";
+
+/// The `idemkey` binary: [`IDEMKEY_BIN_ENV`] if set, else the one built in the running test's
+/// target directory and profile (`cargo test --workspace` builds it before any test runs).
+/// Missing: the test fails, saying how to build it.
+pub fn idemkey() -> PathBuf {
+    if let Some(path) = std::env::var_os(IDEMKEY_BIN_ENV) {
+        return PathBuf::from(path);
+    }
+    // A test runs from `<target>/<profile>/deps/`; the binaries sit in `<target>/<profile>/`.
+    let test = std::env::current_exe().unwrap();
+    let path = test
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|profile| profile.join(format!("idemkey{}", std::env::consts::EXE_SUFFIX)))
+        .unwrap();
+    assert!(
+        path.is_file(),
+        "no idemkey binary at {}: run the tests with `cargo test --workspace`, build it with \
+         `cargo build -p idemkey-cli`, or set {IDEMKEY_BIN_ENV}",
+        path.display()
+    );
+    path
+}
