@@ -30,4 +30,6 @@ mod shared;
 pub use layer::IdempotencyLayer;
 pub use liveness::OwnerHeartbeat;
 pub use service::Idempotency;
+// Lease mode's completion in the handler's transaction (`tx/lease.rs`) reads the state.
+#[cfg(feature = "sqlx")]
 pub(crate) use shared::Shared;
