@@ -1,5 +1,5 @@
 //! `#[idemkey_test_support::test]`: a test function registered, with the services it needs and
-//! the runtime it runs on, for the runner in `idemkey_test_support::trials`. Use it through
+//! the runtime it runs on, for the runner in `idemkey_test_support::runner::trials`. Use it through
 //! `idemkey_test_support`, which re-exports it; the expansion names that crate's paths.
 
 use proc_macro::TokenStream;
@@ -9,11 +9,11 @@ use syn::meta::ParseNestedMeta;
 use syn::punctuated::Punctuated;
 use syn::{Ident, ItemFn, LitInt, LitStr, Token, bracketed, parse_macro_input};
 
-/// Registers a test, sync or async, for `idemkey_test_support::trials::main()`.
+/// Registers a test, sync or async, for `idemkey_test_support::runner::trials::main()`.
 ///
 /// Takes `tokio::test`'s arguments (`flavor = "multi_thread"`, `worker_threads = N`; the
 /// default is a current-thread runtime) and `needs = [postgres, mysql, redis, ...]`, each a variant
-/// of `idemkey_test_support::trials::Need` in snake case. An `#[ignore]` after it marks the
+/// of `idemkey_test_support::runner::trials::Need` in snake case. An `#[ignore]` after it marks the
 /// test ignored, as with libtest.
 #[proc_macro_attribute]
 pub fn test(args: TokenStream, item: TokenStream) -> TokenStream {
@@ -71,7 +71,7 @@ fn expand(options: &Options, function: &mut ItemFn) -> syn::Result<Tokens> {
     let needs = options.needs.iter().map(|need| {
         // `pg_server` names the variant `PgServer`: an unknown one fails to compile there.
         let variant = format_ident!("{}", camel_case(&need.to_string()), span = need.span());
-        quote_spanned!(need.span()=> #support::trials::Need::#variant)
+        quote_spanned!(need.span()=> #support::runner::trials::Need::#variant)
     });
     let body = if signature.asyncness.is_some() {
         let runtime = match (&options.worker_threads, options.multi_thread) {
@@ -87,20 +87,20 @@ fn expand(options: &Options, function: &mut ItemFn) -> syn::Result<Tokens> {
             }
             (None, false) => quote!(CurrentThread),
         };
-        quote!(#support::trials::Body::Async {
-            runtime: #support::trials::Runtime::#runtime,
+        quote!(#support::runner::trials::Body::Async {
+            runtime: #support::runner::trials::Runtime::#runtime,
             run: || ::std::boxed::Box::pin(#name()),
         })
     } else {
-        quote!(#support::trials::Body::Sync(#name))
+        quote!(#support::runner::trials::Body::Sync(#name))
     };
     let entry = Ident::new("TEST", Span::call_site());
     Ok(quote! {
         #function
         const _: () = {
-            #[#support::__private::linkme::distributed_slice(#support::trials::TESTS)]
+            #[#support::__private::linkme::distributed_slice(#support::runner::trials::TESTS)]
             #[linkme(crate = #support::__private::linkme)]
-            static #entry: #support::trials::Test = #support::trials::Test {
+            static #entry: #support::runner::trials::Test = #support::runner::trials::Test {
                 path: ::core::concat!(::core::module_path!(), "::", ::core::stringify!(#name)),
                 needs: &[#(#needs),*],
                 ignored: #ignored,

@@ -1,5 +1,5 @@
 //! The guard on the workspace's `harness = false` test binaries: they run on
-//! `idemkey_test_support::trials::main()`, which runs only `#[idemkey_test_support::test]`s,
+//! `idemkey_test_support::runner::trials::main()`, which runs only `#[idemkey_test_support::test]`s,
 //! so a plain `#[test]` or `#[tokio::test]` in one of them would never run, silently.
 #![allow(clippy::unwrap_used)]
 

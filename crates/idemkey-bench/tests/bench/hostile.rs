@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use idemkey_test_support::raw::read_request;
+use idemkey_test_support::net::raw::read_request;
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};

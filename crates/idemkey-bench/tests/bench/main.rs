@@ -11,10 +11,13 @@ mod schema;
 /// `idemkey-bench`, given the `idemkey` binary to start (`IDEMKEY_BIN`).
 fn bench_command() -> std::process::Command {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_idemkey-bench"));
-    command.env("IDEMKEY_BIN", idemkey_test_support::binary::idemkey());
+    command.env(
+        "IDEMKEY_BIN",
+        idemkey_test_support::process::binary::idemkey(),
+    );
     command
 }
 
 fn main() -> std::process::ExitCode {
-    idemkey_test_support::trials::main()
+    idemkey_test_support::runner::trials::main()
 }

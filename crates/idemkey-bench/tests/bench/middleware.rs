@@ -9,7 +9,7 @@ use std::io;
 use std::process::Output;
 use std::sync::{Arc, Mutex};
 
-use idemkey_test_support::raw::read_request;
+use idemkey_test_support::net::raw::read_request;
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};

@@ -104,7 +104,7 @@ async fn audited_run(url: &str) -> (Vec<Event>, i64) {
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn postgres_gets_a_schema_of_its_own() {
-    let url = idemkey_test_support::needs::postgres_url();
+    let url = idemkey_test_support::runner::needs::postgres_url();
     let (events, public) = audited_run(&url).await;
     let schemas: Vec<&str> = events
         .iter()

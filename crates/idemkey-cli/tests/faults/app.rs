@@ -10,7 +10,7 @@ use idemkey_notes::{Mode, NotesConfig, NotesDb, router};
 use idemkey_sqlx::failpoints::{Hook, Point, injected};
 use idemkey_sqlx::{MySqlStore, PgStore, SqliteStore, SqlxStore};
 use idemkey_test_support::db::{Backend, Db};
-use idemkey_test_support::notes::{ALICE, create_titled};
+use idemkey_test_support::process::notes::{ALICE, create_titled};
 use tokio::sync::Semaphore;
 
 /// What an armed failpoint does on its next hits.

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use idemkey_powerloss::{Cut, PowerLossFs};
 use idemkey_test_support::db::Db;
-use idemkey_test_support::notes::{ALICE, create_titled};
-use idemkey_test_support::serve::{Serve, ServeSpec};
+use idemkey_test_support::process::notes::{ALICE, create_titled};
+use idemkey_test_support::process::serve::{Serve, ServeSpec};
 
 use crate::rng::{Rng, env_or};
 

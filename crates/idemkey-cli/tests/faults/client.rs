@@ -30,11 +30,11 @@ use futures_util::future::BoxFuture;
 use idemkey_reqwest::reqwest_middleware::{self, ClientBuilder, ClientWithMiddleware};
 use idemkey_reqwest::{Delivery, IdempotencyMiddleware, Policy};
 use idemkey_test_support::db::{Backend, Db};
-use idemkey_test_support::lossy::{Counts, Faults, LossyRelay};
-use idemkey_test_support::notes::{ALICE, BOB};
+use idemkey_test_support::net::lossy::{Counts, Faults, LossyRelay};
 use idemkey_test_support::process::Process;
-use idemkey_test_support::proxy::Proxy;
-use idemkey_test_support::serve::{Serve, ServeSpec};
+use idemkey_test_support::process::notes::{ALICE, BOB};
+use idemkey_test_support::process::proxy::Proxy;
+use idemkey_test_support::process::serve::{Serve, ServeSpec};
 use serde_json::Value;
 
 use crate::IDEMKEY;

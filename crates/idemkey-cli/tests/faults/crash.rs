@@ -21,8 +21,8 @@
 use std::time::Instant;
 
 use idemkey_test_support::db::{Backend, Db};
-use idemkey_test_support::redis::RedisServer;
-use idemkey_test_support::serve::ServeSpec;
+use idemkey_test_support::process::redis::RedisServer;
+use idemkey_test_support::process::serve::ServeSpec;
 
 use crate::IDEMKEY;
 use crate::campaign::{self, Plan};

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use idemkey_test_support::db::Db;
-use idemkey_test_support::notes::{ALICE, create_titled, problem_slug};
-use idemkey_test_support::serve::ServeSpec;
+use idemkey_test_support::process::notes::{ALICE, create_titled, problem_slug};
+use idemkey_test_support::process::serve::ServeSpec;
 
 use crate::IDEMKEY;
 

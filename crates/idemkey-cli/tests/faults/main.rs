@@ -31,5 +31,5 @@ mod store;
 const IDEMKEY: &str = env!("CARGO_BIN_EXE_idemkey");
 
 fn main() -> std::process::ExitCode {
-    idemkey_test_support::trials::main()
+    idemkey_test_support::runner::trials::main()
 }

@@ -6,10 +6,10 @@
 //! first attempt wrote (its id derives from the record). Either way: one note. Needs MySQL or
 //! MariaDB (skipped loudly outside CI).
 
-use idemkey_test_support::mysql::{create_database, notes_titled, url};
-use idemkey_test_support::notes::{ALICE, create};
-use idemkey_test_support::relay::{Relay, Trigger, com_query, through, upstream};
-use idemkey_test_support::serve::Serve;
+use idemkey_test_support::db::mysql::{create_database, notes_titled, url};
+use idemkey_test_support::net::relay::{Relay, Trigger, com_query, through, upstream};
+use idemkey_test_support::process::notes::{ALICE, create};
+use idemkey_test_support::process::serve::Serve;
 
 use crate::IDEMKEY;
 

@@ -9,11 +9,11 @@
 //! Needs MariaDB's server binaries (`mariadbd`, `mariadb-install-db`). Missing: the tests are
 //! ignored outside CI, and fail in CI.
 
-use idemkey_test_support::load::{self, Receipts};
-use idemkey_test_support::mysql::notes_by_title;
-use idemkey_test_support::mysql_server::MariaDb;
-use idemkey_test_support::notes::{ALICE, create};
-use idemkey_test_support::serve::Serve;
+use idemkey_test_support::db::mysql::notes_by_title;
+use idemkey_test_support::net::load::{self, Receipts};
+use idemkey_test_support::process::mysql_server::MariaDb;
+use idemkey_test_support::process::notes::{ALICE, create};
+use idemkey_test_support::process::serve::Serve;
 
 use crate::IDEMKEY;
 

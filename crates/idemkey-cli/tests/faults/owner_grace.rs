@@ -7,10 +7,10 @@
 //! lease: a takeover within them can only have come from the heartbeat.
 //! Needs `IDEMKEY_TEST_PG_URL` (skipped loudly outside CI).
 
+use idemkey_test_support::db::pg::pids;
 use idemkey_test_support::db::{Backend, Db};
-use idemkey_test_support::notes::{ALICE, create_titled};
-use idemkey_test_support::pg::pids;
-use idemkey_test_support::serve::{Serve, ServeSpec};
+use idemkey_test_support::process::notes::{ALICE, create_titled};
+use idemkey_test_support::process::serve::{Serve, ServeSpec};
 use idemkey_test_support::wait_until;
 
 use crate::IDEMKEY;

@@ -5,10 +5,10 @@
 //! retry finds the note the first attempt wrote (its id derives from the record). Either
 //! way: one note. Needs PostgreSQL (skipped loudly outside CI).
 
-use idemkey_test_support::notes::{ALICE, create};
-use idemkey_test_support::pg::Schema;
-use idemkey_test_support::relay::{Relay, Trigger, simple_query, through, upstream};
-use idemkey_test_support::serve::Serve;
+use idemkey_test_support::db::pg::Schema;
+use idemkey_test_support::net::relay::{Relay, Trigger, simple_query, through, upstream};
+use idemkey_test_support::process::notes::{ALICE, create};
+use idemkey_test_support::process::serve::Serve;
 
 use crate::IDEMKEY;
 
@@ -20,7 +20,7 @@ struct Fixture {
 }
 
 async fn start(args: &[&str]) -> Fixture {
-    let base = idemkey_test_support::needs::postgres_url();
+    let base = idemkey_test_support::runner::needs::postgres_url();
     let schema = Schema::create(&base).await;
     let relay = Relay::start(upstream(&base, 5432)).await;
     let url = through(&schema.url(), relay.addr);

@@ -11,10 +11,10 @@
 use std::collections::BTreeMap;
 
 use idemkey_test_support::db::by_title;
-use idemkey_test_support::load::{self, Receipts};
-use idemkey_test_support::notes::{ALICE, create};
-use idemkey_test_support::pg_server::Cluster;
-use idemkey_test_support::serve::Serve;
+use idemkey_test_support::net::load::{self, Receipts};
+use idemkey_test_support::process::notes::{ALICE, create};
+use idemkey_test_support::process::pg_server::Cluster;
+use idemkey_test_support::process::serve::Serve;
 
 use crate::IDEMKEY;
 

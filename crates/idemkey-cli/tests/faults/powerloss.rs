@@ -32,9 +32,9 @@ use std::time::Instant;
 
 use idemkey_powerloss::{Cut, PowerLossFs};
 use idemkey_test_support::db::Db;
-use idemkey_test_support::pg::Schema;
-use idemkey_test_support::pg_server::Cluster;
-use idemkey_test_support::serve::ServeSpec;
+use idemkey_test_support::db::pg::Schema;
+use idemkey_test_support::process::pg_server::Cluster;
+use idemkey_test_support::process::serve::ServeSpec;
 
 use crate::IDEMKEY;
 use crate::campaign::{self, Findings, Plan, Power};

@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use idemkey_test_support::db::{count_rows, notes_by_title};
-use idemkey_test_support::load::{self, Receipts};
-use idemkey_test_support::notes::{ALICE, create};
-use idemkey_test_support::serve::Serve;
+use idemkey_test_support::net::load::{self, Receipts};
+use idemkey_test_support::process::notes::{ALICE, create};
+use idemkey_test_support::process::serve::Serve;
 
 use crate::IDEMKEY;
 

@@ -13,10 +13,10 @@
 //! holds; the first executor only (it takes a second lock first), so B's insert goes through.
 //! Needs `IDEMKEY_TEST_PG_URL` (skipped loudly outside CI).
 
+use idemkey_test_support::db::pg::pids;
 use idemkey_test_support::db::{Backend, Db};
-use idemkey_test_support::notes::{ALICE, create_titled, problem_slug};
-use idemkey_test_support::pg::pids;
-use idemkey_test_support::serve::{Serve, ServeSpec};
+use idemkey_test_support::process::notes::{ALICE, create_titled, problem_slug};
+use idemkey_test_support::process::serve::{Serve, ServeSpec};
 use idemkey_test_support::wait_until;
 use sqlx::{Connection, PgConnection};
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 use idemkey_notes::Mode;
 use idemkey_sqlx::failpoints::Point;
 use idemkey_test_support::db::Backend;
-use idemkey_test_support::notes::problem_slug;
+use idemkey_test_support::process::notes::problem_slug;
 use idemkey_test_support::wait_until;
 
 use crate::app::{Action, App, created_id};

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use idemkey_test_support::proxy::Proxy;
+use idemkey_test_support::process::proxy::Proxy;
 
 use crate::owner_grace::{ARGS, Told, Upstream, fresh_key, replays, send, taken_over};
 use crate::upstream::slug;

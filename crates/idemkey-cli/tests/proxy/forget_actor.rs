@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use idemkey_test_support::proxy::Proxy;
-use idemkey_test_support::redis::RedisServer;
+use idemkey_test_support::process::proxy::Proxy;
+use idemkey_test_support::process::redis::RedisServer;
 
 use crate::{IDEMKEY, sqlite_url};
 

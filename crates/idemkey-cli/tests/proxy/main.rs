@@ -21,9 +21,9 @@ mod upstream;
 
 use std::time::Duration;
 
-use idemkey_test_support::pg;
-use idemkey_test_support::proxy::Proxy;
-use idemkey_test_support::redis::RedisServer;
+use idemkey_test_support::db::pg;
+use idemkey_test_support::process::proxy::Proxy;
+use idemkey_test_support::process::redis::RedisServer;
 use upstream::{Upstream, post, slug};
 
 /// The binary under test.
@@ -197,7 +197,7 @@ async fn a_storm_of_64_executes_once() {
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [python3, postgres])]
 async fn two_proxies_on_postgres_execute_once() {
-    let base = idemkey_test_support::needs::postgres_url();
+    let base = idemkey_test_support::runner::needs::postgres_url();
     let schema = pg::Schema::create(&base).await;
     let upstream = Upstream::start();
     let a = Proxy::start(IDEMKEY, &upstream.url(), &schema.url(), &[]);
@@ -503,5 +503,5 @@ async fn a_large_answer_streams_and_is_stored_without_its_body() {
 }
 
 fn main() -> std::process::ExitCode {
-    idemkey_test_support::trials::main()
+    idemkey_test_support::runner::trials::main()
 }

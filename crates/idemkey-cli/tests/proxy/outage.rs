@@ -18,9 +18,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use idemkey_test_support::pg_server::Cluster;
-use idemkey_test_support::proxy::Proxy;
-use idemkey_test_support::redis::RedisServer;
+use idemkey_test_support::process::pg_server::Cluster;
+use idemkey_test_support::process::proxy::Proxy;
+use idemkey_test_support::process::redis::RedisServer;
 
 use crate::IDEMKEY;
 use crate::owner_grace::{Upstream, send};

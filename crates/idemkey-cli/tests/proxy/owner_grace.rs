@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use idemkey_test_support::proxy::Proxy;
+use idemkey_test_support::process::proxy::Proxy;
 use idemkey_test_support::wait_until;
 use serde_json::Value;
 use tokio::sync::Semaphore;
@@ -316,7 +316,7 @@ async fn sqlite_a_killed_proxys_request_is_forwarded_again_after_the_grace() {
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis])]
 async fn redis_a_killed_proxys_request_is_forwarded_again_after_the_grace() {
     killed_owner(
-        &idemkey_test_support::needs::redis_url(),
+        &idemkey_test_support::runner::needs::redis_url(),
         Told::Deduplicates,
     )
     .await;
@@ -330,7 +330,11 @@ async fn sqlite_a_paused_proxys_request_reaches_the_upstream_once() {
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis])]
 async fn redis_a_paused_proxys_request_reaches_the_upstream_once() {
-    frozen_owner(&idemkey_test_support::needs::redis_url(), Told::Nothing).await;
+    frozen_owner(
+        &idemkey_test_support::runner::needs::redis_url(),
+        Told::Nothing,
+    )
+    .await;
 }
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
@@ -342,7 +346,7 @@ async fn sqlite_a_frozen_proxy_loses_its_claim_and_its_late_completion() {
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis])]
 async fn redis_a_frozen_proxy_loses_its_claim_and_its_late_completion() {
     frozen_owner(
-        &idemkey_test_support::needs::redis_url(),
+        &idemkey_test_support::runner::needs::redis_url(),
         Told::Deduplicates,
     )
     .await;

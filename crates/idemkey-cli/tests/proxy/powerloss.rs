@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use idemkey_powerloss::PowerLossFs;
-use idemkey_test_support::proxy::Proxy;
+use idemkey_test_support::process::proxy::Proxy;
 
 use crate::IDEMKEY;
 use crate::rng::{Rng, env_or};

@@ -4,9 +4,9 @@
 //! already stored still replays; other actors are not affected; forgetting a record makes room.
 
 use idemkey_test_support::db::count_rows;
-use idemkey_test_support::notes::{ALICE, BOB, count_notes, create};
-use idemkey_test_support::pg::Schema;
-use idemkey_test_support::serve::Serve;
+use idemkey_test_support::db::pg::Schema;
+use idemkey_test_support::process::notes::{ALICE, BOB, count_notes, create};
+use idemkey_test_support::process::serve::Serve;
 use idemkey_test_support::wait_until;
 
 use crate::{IDEMKEY, idemkey};
@@ -119,7 +119,7 @@ async fn at_the_record_cap_a_new_key_is_refused_in_every_mode_on_sqlite() {
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn at_the_record_cap_a_new_key_is_refused_in_every_mode_on_postgres() {
-    let base = idemkey_test_support::needs::postgres_url();
+    let base = idemkey_test_support::runner::needs::postgres_url();
     for mode in MODES {
         let schema = Schema::create(&base).await;
         let mut args = mode.to_vec();

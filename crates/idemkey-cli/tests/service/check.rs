@@ -1,6 +1,6 @@
 //! `idemkey check` against `idemkey serve`, in both modes: every case passes.
 
-use idemkey_test_support::serve::Serve;
+use idemkey_test_support::process::serve::Serve;
 
 use crate::{IDEMKEY, idemkey};
 

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use idemkey_test_support::db::{Backend, Db};
-use idemkey_test_support::notes::{ALICE, create_titled};
-use idemkey_test_support::serve::{Serve, ServeSpec};
+use idemkey_test_support::process::notes::{ALICE, create_titled};
+use idemkey_test_support::process::serve::{Serve, ServeSpec};
 use idemkey_test_support::wait_until;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;

@@ -3,8 +3,8 @@
 //! key for the request the client meant to send.
 
 use idemkey_test_support::db::{Backend, Db};
-use idemkey_test_support::notes::{ALICE, create_titled, problem_slug};
-use idemkey_test_support::serve::{Serve, ServeSpec};
+use idemkey_test_support::process::notes::{ALICE, create_titled, problem_slug};
+use idemkey_test_support::process::serve::{Serve, ServeSpec};
 
 use crate::IDEMKEY;
 

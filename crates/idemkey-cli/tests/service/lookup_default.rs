@@ -5,8 +5,8 @@
 //! handler (its note's insert, rolled back) before its replay; with it, the lookup answers.
 
 use idemkey_test_support::db::{Backend, Db};
-use idemkey_test_support::notes::{ALICE, create};
-use idemkey_test_support::serve::ServeSpec;
+use idemkey_test_support::process::notes::{ALICE, create};
+use idemkey_test_support::process::serve::ServeSpec;
 
 use crate::{IDEMKEY, idemkey};
 

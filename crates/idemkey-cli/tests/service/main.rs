@@ -28,5 +28,5 @@ fn idemkey(args: &[&str]) -> Output {
 }
 
 fn main() -> std::process::ExitCode {
-    idemkey_test_support::trials::main()
+    idemkey_test_support::runner::trials::main()
 }

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use futures_util::StreamExt;
 use idemkey_test_support::db::{Backend, Db};
-use idemkey_test_support::notes::{ALICE, count_notes, create};
-use idemkey_test_support::serve::Serve;
-use idemkey_test_support::storm::{raw_create, storm};
+use idemkey_test_support::net::storm::{raw_create, storm};
+use idemkey_test_support::process::notes::{ALICE, count_notes, create};
+use idemkey_test_support::process::serve::Serve;
 
 use crate::IDEMKEY;
 

@@ -9,12 +9,12 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 use idemkey_test_support::db::{count_rows, notes_by_title};
-use idemkey_test_support::load::{self, Receipts};
-use idemkey_test_support::needs::valkey_program;
-use idemkey_test_support::notes::{ALICE, create};
-use idemkey_test_support::redis::{Certificates, RedisServer, tls_server};
-use idemkey_test_support::serve::Serve;
-use idemkey_test_support::storm::{raw_create, storm};
+use idemkey_test_support::net::load::{self, Receipts};
+use idemkey_test_support::net::storm::{raw_create, storm};
+use idemkey_test_support::process::notes::{ALICE, create};
+use idemkey_test_support::process::redis::{Certificates, RedisServer, tls_server};
+use idemkey_test_support::process::serve::Serve;
+use idemkey_test_support::runner::needs::valkey_program;
 
 use crate::{IDEMKEY, idemkey};
 

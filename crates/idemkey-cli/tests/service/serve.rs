@@ -2,9 +2,9 @@
 //! offers: the seed's six cases and the HTTP surface of behaviour §13.
 
 use idemkey_test_support::db::count_rows;
-use idemkey_test_support::notes::{ALICE, BOB, count_notes, create};
-use idemkey_test_support::serve::{Serve, ServeSpec};
-use idemkey_test_support::storm::{raw_create, storm};
+use idemkey_test_support::net::storm::{raw_create, storm};
+use idemkey_test_support::process::notes::{ALICE, BOB, count_notes, create};
+use idemkey_test_support::process::serve::{Serve, ServeSpec};
 
 use crate::{IDEMKEY, idemkey};
 

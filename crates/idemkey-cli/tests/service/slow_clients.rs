@@ -6,9 +6,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use idemkey_test_support::db::{Backend, Db};
-use idemkey_test_support::notes::{ALICE, create_titled};
-use idemkey_test_support::serve::ServeSpec;
-use idemkey_test_support::sockets::until_accepted;
+use idemkey_test_support::net::sockets::until_accepted;
+use idemkey_test_support::process::notes::{ALICE, create_titled};
+use idemkey_test_support::process::serve::ServeSpec;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

@@ -35,5 +35,5 @@ fn sync_dir(dir: &Path) {
 }
 
 fn main() -> std::process::ExitCode {
-    idemkey_test_support::trials::main()
+    idemkey_test_support::runner::trials::main()
 }

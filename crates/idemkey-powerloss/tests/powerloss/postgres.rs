@@ -6,7 +6,7 @@
 
 use sqlx::{Connection, PgConnection};
 
-use idemkey_test_support::pg_server::Cluster;
+use idemkey_test_support::process::pg_server::Cluster;
 
 use crate::Mounted;
 

@@ -149,7 +149,7 @@ async fn an_actor_at_its_caps_is_refused_on_mysql() {
 /// Records in Redis under a prefix of the test's own, and a count of them (`{prefix}:{…}`,
 /// not the actors' ledgers beside them).
 async fn redis() -> (idemkey_server::RedisRecords, impl AsyncFn() -> usize) {
-    let url = idemkey_test_support::needs::redis_url();
+    let url = idemkey_test_support::runner::needs::redis_url();
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()

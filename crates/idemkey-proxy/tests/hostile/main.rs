@@ -114,7 +114,7 @@ pub(crate) async fn serve(upstream: Upstream) -> std::net::SocketAddr {
 }
 
 fn main() -> std::process::ExitCode {
-    idemkey_test_support::trials::main()
+    idemkey_test_support::runner::trials::main()
 }
 
 const POST: &str = "POST /v1/items HTTP/1.1\r\nhost: proxy\r\nauthorization: Bearer alice\r\n\

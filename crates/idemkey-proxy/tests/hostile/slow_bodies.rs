@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use idemkey_core::MemoryStore;
 use idemkey_proxy::{Limits, Proxy, ProxyConfig, Upstream};
-use idemkey_test_support::sockets::until_accepted;
+use idemkey_test_support::net::sockets::until_accepted;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use idemkey_core::testkit::request;
 use idemkey_core::{Begin, ClaimRequest, ExpiredLease, Store, StoredResponse, TryClaim, begin};
 use idemkey_redis::{RedisOptions, RedisStore};
-use idemkey_test_support::needs::{redis_url, valkey_program};
-use idemkey_test_support::redis::RedisServer;
+use idemkey_test_support::process::redis::RedisServer;
+use idemkey_test_support::runner::needs::{redis_url, valkey_program};
 
 use crate::common::{Store as Redis, unique_prefix};
 

@@ -3,7 +3,7 @@
 
 use idemkey_core::testkit::{LONG, request};
 use idemkey_core::{Store, TryClaim};
-use idemkey_test_support::redis::{Cluster, cli};
+use idemkey_test_support::process::redis::{Cluster, cli};
 
 use crate::common::{Store as RedisStore, store_at};
 

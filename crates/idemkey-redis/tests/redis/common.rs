@@ -1,8 +1,8 @@
 //! The store the tests use: on the standalone server, or at any URL, under a key prefix of
-//! its own. The servers themselves are `idemkey_test_support::redis`'s.
+//! its own. The servers themselves are `idemkey_test_support::process::redis`'s.
 
 use idemkey_redis::{RedisConnection, RedisOptions, RedisStore};
-use idemkey_test_support::needs::redis_url;
+use idemkey_test_support::runner::needs::redis_url;
 
 /// The store every test makes.
 pub(crate) type Store = RedisStore<RedisConnection>;

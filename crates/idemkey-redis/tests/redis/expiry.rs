@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use idemkey_core::testkit::{LONG, request};
 use idemkey_core::{Begin, ExpiredLease, Store, StoredResponse, begin};
-use idemkey_test_support::needs::redis_url;
+use idemkey_test_support::runner::needs::redis_url;
 use redis::AsyncCommands;
 
 use crate::common::{Store as RedisStore, standalone_store};

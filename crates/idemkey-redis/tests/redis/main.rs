@@ -30,5 +30,5 @@ idemkey_core::store_conformance_suite!(
 );
 
 fn main() -> std::process::ExitCode {
-    idemkey_test_support::trials::main()
+    idemkey_test_support::runner::trials::main()
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idemkey_core::RecordState;
-use idemkey_test_support::needs::redis_url;
+use idemkey_test_support::runner::needs::redis_url;
 use idemkey_tower::Config;
 use tokio::sync::{Barrier, mpsc};
 

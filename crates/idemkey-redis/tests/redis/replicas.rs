@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use idemkey_core::testkit::request;
 use idemkey_core::{Begin, ExpiredLease, Record, RecordState, Store, StoredResponse, begin};
 use idemkey_redis::{RedisOptions, RedisStore};
-use idemkey_test_support::redis::RedisServer;
+use idemkey_test_support::process::redis::RedisServer;
 
 use crate::common::unique_prefix;
 

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use idemkey_core::testkit::request;
 use idemkey_core::{Begin, Error, ExpiredLease, Store, StoredResponse, begin};
-use idemkey_test_support::redis::RedisServer;
+use idemkey_test_support::process::redis::RedisServer;
 
 use crate::common::store_at;
 

@@ -4,7 +4,7 @@
 use idemkey_core::testkit::request;
 use idemkey_core::{Begin, ExpiredLease, Store, StoredResponse, begin};
 use idemkey_redis::{RedisOptions, RedisStore};
-use idemkey_test_support::redis::{Certificates, tls_server};
+use idemkey_test_support::process::redis::{Certificates, tls_server};
 
 use crate::common::unique_prefix;
 

@@ -10,8 +10,8 @@ use std::time::Duration;
 use idemkey_core::testkit::request;
 use idemkey_core::{Begin, Error, ExpiredLease, Store, StoredResponse, begin};
 use idemkey_redis::{RedisOptions, RedisStore};
-use idemkey_test_support::needs::valkey_program;
-use idemkey_test_support::redis::RedisServer;
+use idemkey_test_support::process::redis::RedisServer;
+use idemkey_test_support::runner::needs::valkey_program;
 
 use crate::common::{Store as Redis, unique_prefix};
 

@@ -11,5 +11,5 @@ mod postgres;
 mod sqlite;
 
 fn main() -> std::process::ExitCode {
-    idemkey_test_support::trials::main()
+    idemkey_test_support::runner::trials::main()
 }

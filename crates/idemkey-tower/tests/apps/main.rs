@@ -15,5 +15,5 @@ mod shutdown;
 mod tenants;
 
 fn main() -> std::process::ExitCode {
-    idemkey_test_support::trials::main()
+    idemkey_test_support::runner::trials::main()
 }

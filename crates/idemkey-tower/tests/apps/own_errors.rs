@@ -14,7 +14,7 @@ use axum::routing::post;
 use axum::{Router, middleware};
 use http::StatusCode;
 use idemkey_sqlx::PgStore;
-use idemkey_test_support::needs::postgres_url;
+use idemkey_test_support::runner::needs::postgres_url;
 use idemkey_tower::Actor;
 use idemkey_tower::atomic::{AtomicIdempotencyLayer, DbError, Tx};
 use sqlx::{AssertSqlSafe, Executor, Postgres};

@@ -11,7 +11,7 @@ use axum::routing::post;
 use axum::{Router, middleware};
 use http::StatusCode;
 use idemkey_sqlx::PgStore;
-use idemkey_test_support::needs::postgres_url;
+use idemkey_test_support::runner::needs::postgres_url;
 use idemkey_tower::atomic::{AtomicIdempotencyLayer, DbError, Tx};
 use idemkey_tower::{Actor, Config, IdempotencyLayer};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};

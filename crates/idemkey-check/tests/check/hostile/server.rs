@@ -4,7 +4,7 @@
 use std::{io, net::SocketAddr, time::Duration};
 
 use idemkey_check::CheckConfig;
-use idemkey_test_support::raw::read_request;
+use idemkey_test_support::net::raw::read_request;
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},

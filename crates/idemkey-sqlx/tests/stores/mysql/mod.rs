@@ -174,8 +174,8 @@ async fn an_actor_longer_than_its_column_is_refused() {
 /// their tracking table in the connection's database; applying them again changes nothing.
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [mysql])]
 async fn connect_with_migrates_into_the_connection_database() {
-    let name = idemkey_test_support::mysql::create_database().await;
-    let store = MySqlStore::connect_with(idemkey_test_support::mysql::options(&name))
+    let name = idemkey_test_support::db::mysql::create_database().await;
+    let store = MySqlStore::connect_with(idemkey_test_support::db::mysql::options(&name))
         .await
         .unwrap();
     assert_eq!(store.pool().options().get_max_connections(), 10);

@@ -9,7 +9,7 @@ mod waits;
 
 use futures_util::future::BoxFuture;
 use idemkey_sqlx::MySqlStore;
-use idemkey_test_support::mysql;
+use idemkey_test_support::db::mysql;
 use sqlx::mysql::MySqlPoolOptions;
 use sqlx::{MySql, Transaction};
 

@@ -30,7 +30,7 @@ const NOTE_TABLE: &str = "CREATE TABLE note (
 
 /// The server's URL (`IDEMKEY_TEST_PG_URL`, else one answering at 127.0.0.1:5432).
 pub fn url() -> String {
-    idemkey_test_support::needs::postgres_url()
+    idemkey_test_support::runner::needs::postgres_url()
 }
 
 pub struct PgFixture;

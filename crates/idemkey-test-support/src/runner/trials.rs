@@ -14,7 +14,7 @@ use std::process::ExitCode;
 
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 
-pub use crate::needs::Need;
+pub use crate::runner::needs::Need;
 
 /// Every test of this binary, registered by `#[idemkey_test_support::test]`.
 #[linkme::distributed_slice]

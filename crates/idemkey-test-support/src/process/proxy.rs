@@ -42,7 +42,7 @@ impl Proxy {
 
     /// The same, with the wall clock `step` ahead of the host's (a whole-second offset such
     /// as `+5s`) from the start, as an NTP step or a resumed VM would put it: libfaketime in
-    /// `LD_PRELOAD` ([`Need::Faketime`](crate::needs::Need::Faketime)), the steady clock left alone.
+    /// `LD_PRELOAD` ([`Need::Faketime`](crate::runner::needs::Need::Faketime)), the steady clock left alone.
     pub fn start_stepped(
         program: impl AsRef<Path>,
         step: &str,
@@ -50,7 +50,8 @@ impl Proxy {
         db_url: &str,
         extra: &[&str],
     ) -> Self {
-        let library = crate::needs::faketime_library().expect("libfaketime (install faketime)");
+        let library =
+            crate::runner::needs::faketime_library().expect("libfaketime (install faketime)");
         let mut command = Command::new(program.as_ref());
         command
             .env("LD_PRELOAD", library)

@@ -11,7 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use sqlx::mysql::MySqlConnectOptions;
 use sqlx::{AssertSqlSafe, Connection, MySqlConnection};
 
-use crate::needs::mysql_url;
+use crate::runner::needs::mysql_url;
 
 /// The test databases' prefix.
 const PREFIX: &str = "idemkey_t_";

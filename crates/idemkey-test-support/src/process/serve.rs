@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 
-use crate::notes::{ALICE, BOB};
+use crate::process::notes::{ALICE, BOB};
 use crate::process::{START_LIMIT, first_line, signal};
 
 /// How a test's servers are started: the program, the database, more arguments, and where

@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 
-use crate::serve::Serve;
+use crate::process::serve::Serve;
 
 /// The secret of `alice`, whom every test server knows.
 pub const ALICE: &str = "alice-secret";

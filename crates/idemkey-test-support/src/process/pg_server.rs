@@ -11,8 +11,8 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use crate::needs::pg_server_bin;
-use crate::redis::free_port;
+use crate::process::redis::free_port;
+use crate::runner::needs::pg_server_bin;
 
 /// How long [`Cluster::kill9`] waits for the killed processes to die.
 const GONE_LIMIT: Duration = Duration::from_secs(60);

@@ -2,15 +2,17 @@
 //! server named by `IDEMKEY_TEST_PG_URL`, or a MySQL/MariaDB database of its own on the server
 //! named by `IDEMKEY_TEST_MYSQL_URL`; and what the tests read back from it.
 
+pub mod mysql;
+pub mod pg;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use sqlx::mysql::MySqlRow;
 use sqlx::{AssertSqlSafe, Connection, MySqlConnection, PgConnection, Row};
 
-use crate::mysql;
-use crate::needs::postgres_url;
-use crate::pg::Schema;
+use crate::db::pg::Schema;
+use crate::runner::needs::postgres_url;
 
 /// Which backend a test runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

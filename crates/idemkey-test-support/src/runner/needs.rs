@@ -1,5 +1,5 @@
 //! What a test may need beyond the workspace: a server it does not start itself, a program,
-//! or root. Each need is probed once per process; the runner ([`crate::trials`]) ignores a
+//! or root. Each need is probed once per process; the runner ([`crate::runner::trials`]) ignores a
 //! test whose need is missing, except in CI, where the test runs and fails on [`Need::require`].
 
 use std::net::{SocketAddr, TcpStream};
@@ -49,7 +49,7 @@ pub enum Need {
     /// libfuse or `fusermount3` needed), as `idemkey-powerloss` does.
     Fuse,
     /// `redis-server` and `redis-cli` on the `PATH`, for a test that starts a server of its
-    /// own ([`crate::redis::RedisServer`]).
+    /// own ([`crate::process::redis::RedisServer`]).
     RedisServer,
     /// `python3` on the `PATH`: the proxy tests' upstream, and scripts of some tests.
     Python3,

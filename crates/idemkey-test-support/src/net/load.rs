@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::notes::ALICE;
+use crate::process::notes::ALICE;
 
 /// What the clients were answered: key → the note id of its 201, and how many answers were
 /// not 201 (or connections refused), which shows a fault was felt.

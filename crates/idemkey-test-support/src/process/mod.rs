@@ -1,6 +1,17 @@
 //! Child processes of a test: the first line they print, signals, and a child killed when
 //! dropped.
 
+pub mod binary;
+pub mod mysql_server;
+#[cfg(feature = "http")]
+pub mod notes;
+pub mod pg_server;
+#[cfg(feature = "http")]
+pub mod proxy;
+pub mod redis;
+#[cfg(feature = "http")]
+pub mod serve;
+
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};

@@ -4,7 +4,7 @@
 //! the same data and port, so a test can crash the database under a running `idemkey serve`.
 //!
 //! The server runs under a `sh` watchdog that holds a pipe from this process, as
-//! [`crate::redis::RedisServer`] does: however this process ends, the server is killed and its
+//! [`crate::process::redis::RedisServer`] does: however this process ends, the server is killed and its
 //! directory removed.
 
 use std::io::Read;
@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::needs::mariadb_program;
+use crate::runner::needs::mariadb_program;
 
 /// The database the server creates at every start, which [`MariaDb::url`] names.
 const DATABASE: &str = "idemkey";
