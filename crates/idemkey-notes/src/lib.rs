@@ -29,6 +29,7 @@ mod db;
 mod openapi;
 mod problems;
 mod read;
+mod service;
 
 use std::sync::Arc;
 
@@ -48,6 +49,7 @@ pub use create::{CreateNote, MAX_TITLE_CHARS};
 pub use db::{Note, NotesDb};
 pub use problems::PROBLEM_SLUGS;
 pub use read::NoteList;
+pub use service::{Ready, ServiceError, ServiceOptions, serve};
 
 /// The operation every create is recorded under.
 pub const CREATE_NOTE: (&str, &str) = ("create-note", "v1");

@@ -120,6 +120,17 @@ pub enum Error {
         "this store cannot hold actors to per-actor caps: set max_records_per_actor and max_bytes_per_actor to \"unlimited\", or use a store that can"
     )]
     CapsUnsupported,
+    /// A credential line is not `HEADER: VALUE`. The value is never part of the message.
+    #[error("invalid credential: expected 'HEADER: VALUE' (the value is not shown)")]
+    CredentialLine,
+    /// A credential is not one the proxy reads, under its `[actor]` settings.
+    #[error(
+        "not a credential the proxy reads (the Authorization header unless its config says otherwise under [actor])"
+    )]
+    CredentialUnread,
+    /// The store's secret, behind the actors' digests, could not be read.
+    #[error("cannot read the store's secret")]
+    StoreSecret(#[source] idemkey_core::Error),
 }
 
 /// A result with this crate's [`Error`].

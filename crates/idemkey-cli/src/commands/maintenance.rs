@@ -4,9 +4,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use http::{HeaderMap, HeaderName, HeaderValue};
 use idemkey_core::{Key, Operation, Scope, Store};
-use idemkey_proxy::{ActorConfig, ProxyConfig, request_actors};
+use idemkey_proxy::{ActorConfig, Credential, ProxyConfig};
 use idemkey_server::{Database, RedisSetup, open_redis};
 use idemkey_tower::sweep_all;
 
@@ -202,7 +201,7 @@ async fn forget_actors(
 enum Whom {
     Actor(String),
     Credential {
-        headers: HeaderMap,
+        credential: Credential,
         config: ActorConfig,
         /// The proxy's --secret; `None`: the store's own, read once the store is open.
         secret: Option<Vec<u8>>,
@@ -215,18 +214,19 @@ impl Whom {
         if let Some(actor) = &args.actor {
             return Ok(Self::Actor(actor.clone()));
         }
-        let Some(credential) = &args.proxy_credential else {
+        let Some(line) = &args.proxy_credential else {
             anyhow::bail!("--actor or --proxy-credential is required");
         };
-        let headers = if credential.0 == "-" {
+        let credential = if line.0 == "-" {
             let mut line = String::new();
             std::io::stdin()
                 .read_line(&mut line)
                 .context("cannot read --proxy-credential from stdin")?;
-            credential_headers(&line)?
+            Credential::parse(&line)
         } else {
-            credential_headers(&credential.0)?
-        };
+            Credential::parse(&line.0)
+        }
+        .context("--proxy-credential")?;
         let config = match &args.config {
             Some(path) => ProxyConfig::load(path)?.actor,
             None => ActorConfig::default(),
@@ -236,14 +236,9 @@ impl Whom {
             (None, Some(secret)) => Some(secret.0.clone().into_bytes()),
             (None, None) => None,
         };
-        // Whatever the secret, a credential the proxy does not read has no actor.
-        if request_actors(&config, b"-", &headers)?.is_empty() {
-            anyhow::bail!(
-                "--proxy-credential is not a credential the proxy reads (the Authorization header unless its --config says otherwise under [actor])"
-            );
-        }
+        credential.check(&config).context("--proxy-credential")?;
         Ok(Self::Credential {
-            headers,
+            credential,
             config,
             secret,
         })
@@ -251,23 +246,14 @@ impl Whom {
 
     /// The stored actors named: the proxy's digests need the secret, the store's by default.
     async fn actors(&self, store: &impl Store) -> anyhow::Result<Vec<String>> {
-        let (headers, config, secret) = match self {
-            Self::Actor(actor) => return Ok(vec![actor.clone()]),
+        Ok(match self {
+            Self::Actor(actor) => vec![actor.clone()],
             Self::Credential {
-                headers,
+                credential,
                 config,
                 secret,
-            } => (headers, config, secret),
-        };
-        let secret = match secret {
-            Some(secret) => secret.clone(),
-            None => store
-                .secret()
-                .await
-                .context("cannot read the store's secret")?
-                .to_vec(),
-        };
-        Ok(request_actors(config, &secret, headers)?)
+            } => credential.actors(config, secret.as_deref(), store).await?,
+        })
     }
 
     /// Who, for the lines printed: the digests, never the credential.
@@ -289,25 +275,6 @@ impl Whom {
             _ => "",
         }
     }
-}
-
-/// The headers of a credential line, `NAME: VALUE`. The value is never part of an error.
-fn credential_headers(line: &str) -> anyhow::Result<HeaderMap> {
-    let invalid = || {
-        anyhow::anyhow!(
-            "invalid --proxy-credential: expected 'HEADER: VALUE' (the value is not shown)"
-        )
-    };
-    let (name, value) = line.split_once(':').ok_or_else(invalid)?;
-    let name = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| invalid())?;
-    let value = value.trim();
-    if value.is_empty() {
-        return Err(invalid());
-    }
-    let value = HeaderValue::from_str(value).map_err(|_| invalid())?;
-    let mut headers = HeaderMap::new();
-    headers.insert(name, value);
-    Ok(headers)
 }
 
 /// The secret in `path`, without its final line ending.
