@@ -339,15 +339,9 @@ pub(crate) async fn start(spec: ServeSpec, addr: Option<SocketAddr>) -> Serve {
 
 /// [`start`], or `None` if the server does not start anywhere.
 async fn try_start(spec: ServeSpec, addr: Option<SocketAddr>) -> Option<Serve> {
-    tokio::task::spawn_blocking(move || {
-        if let Some(addr) = addr {
-            for _ in 0..3 {
-                if let Some(server) = spec.start_on(addr) {
-                    return Some(server);
-                }
-            }
-        }
-        spec.start_on(SocketAddr::from(([127, 0, 0, 1], 0)))
+    tokio::task::spawn_blocking(move || match addr {
+        Some(addr) => spec.start_again_on(addr),
+        None => spec.start_on(SocketAddr::from(([127, 0, 0, 1], 0))),
     })
     .await
     .unwrap()

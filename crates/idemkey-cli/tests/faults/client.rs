@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 use std::fs::File;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -32,7 +32,7 @@ use idemkey_reqwest::{Delivery, IdempotencyMiddleware, Policy};
 use idemkey_test_support::db::{Backend, Db};
 use idemkey_test_support::net::lossy::{Counts, Faults, LossyRelay};
 use idemkey_test_support::process::Process;
-use idemkey_test_support::process::notes::{ALICE, BOB};
+use idemkey_test_support::process::notes::{ALICE, BOB, listed};
 use idemkey_test_support::process::proxy::Proxy;
 use idemkey_test_support::process::serve::{Serve, ServeSpec};
 use serde_json::Value;
@@ -406,8 +406,6 @@ enum Server {
         spec: ServeSpec,
         serve: Serve,
         db: Db,
-        /// Every server's stderr.
-        log: PathBuf,
     },
     /// `idemkey proxy` before the Python upstream, its records in a SQLite file.
     Proxy {
@@ -428,13 +426,7 @@ impl Server {
         let db = Db::create(Backend::Sqlite, dir).await;
         let spec = ServeSpec::new(IDEMKEY, db.url(), args).logged_in(dir);
         let serve = campaign::start(spec.clone(), None).await;
-        let log = dir.join("serve.log");
-        Self::Serve {
-            spec,
-            serve,
-            db,
-            log,
-        }
+        Self::Serve { spec, serve, db }
     }
 
     async fn proxy(dir: &Path) -> Self {
@@ -473,23 +465,12 @@ impl Server {
     /// SIGKILL, then a new process on the same database (and port, if it is free again).
     fn restart(self) -> Self {
         match self {
-            Self::Serve {
-                spec,
-                serve,
-                db,
-                log,
-            } => {
+            Self::Serve { spec, serve, db } => {
                 let addr = serve.addr;
                 serve.kill9();
-                let serve = (0..3)
-                    .find_map(|_| spec.start_on(addr))
-                    .unwrap_or_else(|| spec.start());
-                Self::Serve {
-                    spec,
-                    serve,
-                    db,
-                    log,
-                }
+                let serve = spec.start_again_on(addr);
+                let serve = serve.unwrap_or_else(|| panic!("no restart: {}", spec.log_tail()));
+                Self::Serve { spec, serve, db }
             }
             Self::Proxy {
                 upstream,
@@ -514,22 +495,12 @@ impl Server {
             Self::Serve { .. } => ("/v1/notes", "notes"),
             Self::Proxy { .. } => ("/items", "items"),
         };
-        let mut notes = Vec::new();
-        for secret in [ALICE, BOB] {
-            let list: Value = reqwest::Client::new()
-                .get(format!("http://{}{path}", self.addr()))
-                .header("authorization", format!("Bearer {secret}"))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            for note in list[field].as_array().unwrap() {
-                let text = |name: &str| note[name].as_str().unwrap().to_owned();
-                notes.push((text("title"), text("id")));
-            }
-        }
+        let (client, url) = (
+            reqwest::Client::new(),
+            format!("http://{}{path}", self.addr()),
+        );
+        let mut notes = listed(&client, &url, field, ALICE).await;
+        notes.extend(listed(&client, &url, field, BOB).await);
         notes
     }
 
@@ -573,11 +544,10 @@ impl Server {
     /// How many expired leases the servers took over (claims a SIGKILL stranded), from
     /// their log; `None` for the proxy, which logs to the test's stderr.
     fn takeovers(&self) -> Option<usize> {
-        let Self::Serve { log, .. } = self else {
+        let Self::Serve { spec, .. } = self else {
             return None;
         };
-        let text = std::fs::read_to_string(log).unwrap_or_default();
-        Some(text.matches("took over an expired lease").count())
+        Some(spec.log().matches("took over an expired lease").count())
     }
 
     fn log_tail(&self) -> String {

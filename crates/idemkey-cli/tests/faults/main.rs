@@ -1,11 +1,12 @@
 //! What `idemkey serve` does when what sits under it fails: store errors at each step, dropped
-//! and lost PostgreSQL replies, a restarted PostgreSQL, a read-only or full SQLite disk, stale
-//! owners frozen past their lease, the crash campaign's random SIGKILLs, and the power-loss
-//! campaigns' SIGKILLs each followed by a power cut of the filesystem under SQLite or under a
-//! private PostgreSQL (killed whole with it).
+//! PostgreSQL replies and lost PostgreSQL and MySQL ones, a crashed PostgreSQL or MariaDB, a
+//! read-only or full SQLite disk, stale owners frozen past their lease, the crash campaign's
+//! random SIGKILLs, and the power-loss campaigns' SIGKILLs each followed by a power cut of the
+//! filesystem under SQLite or under a private PostgreSQL (killed whole with it).
 //!
-//! Tests that need PostgreSQL, root, ext4, FUSE or PostgreSQL's server binaries say so
-//! (`needs = [...]`): without them they are ignored, and they fail when `CI` is set.
+//! Tests that need PostgreSQL, MySQL, root, ext4, FUSE or PostgreSQL's or MariaDB's server
+//! binaries say so (`needs = [...]`): without them they are ignored, and they fail when `CI`
+//! is set.
 #![allow(clippy::unwrap_used)]
 
 mod app;
@@ -14,13 +15,11 @@ mod client;
 mod client_send;
 mod crash;
 mod disk;
-mod mysql_lost_reply;
-mod mysql_restart;
+mod lost_reply;
 mod owner_grace;
 mod pg_dropped;
-mod pg_lost_reply;
-mod pg_restart;
 mod powerloss;
+mod restart;
 mod rng;
 mod sqlite;
 mod stale;

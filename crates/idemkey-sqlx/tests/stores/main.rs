@@ -1,5 +1,6 @@
 //! The SQL stores, one test binary: each backend runs the store conformance suite and the
-//! seed's cases (`common`), then what only it does (`sqlite`, `postgres`, `mysql`).
+//! seed's cases (`common`), each server database the cases they share (`server`), then what
+//! only it does (`sqlite`, `postgres`, `mysql`).
 
 #![allow(clippy::unwrap_used)]
 
@@ -8,6 +9,7 @@ mod common;
 #[cfg(feature = "mysql")]
 mod mysql;
 mod postgres;
+mod server;
 mod sqlite;
 
 fn main() -> std::process::ExitCode {

@@ -46,6 +46,14 @@ impl Db {
         }
     }
 
+    /// A fresh database on the test server of `backend`, PostgreSQL or MySQL (a test on
+    /// PostgreSQL needs `postgres`, one on MySQL `mysql`).
+    pub async fn on_server(backend: Backend) -> Self {
+        assert_ne!(backend, Backend::Sqlite, "SQLite has no server");
+        // A server's database has no file: no directory for it.
+        Self::create(backend, Path::new("")).await
+    }
+
     /// Which backend this is.
     pub fn backend(&self) -> Backend {
         match self {
@@ -67,8 +75,9 @@ impl Db {
         }
     }
 
-    /// The URL of the test's own connections.
-    fn query_url(&self) -> String {
+    /// The URL of the test's own connections (PostgreSQL's without the servers'
+    /// `application_name`).
+    pub fn query_url(&self) -> String {
         match self {
             Self::Sqlite(path) => format!("sqlite://{}", path.display()),
             Self::Postgres(schema) => schema.url(),

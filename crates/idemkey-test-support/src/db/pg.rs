@@ -3,6 +3,8 @@
 //! mid-request, and holding its business write inside the database (an advisory lock in a
 //! trigger) so a test can act meanwhile.
 
+use std::collections::BTreeMap;
+
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
 
 use crate::db::Db;
@@ -179,4 +181,16 @@ impl Hold {
             .await
             .unwrap();
     }
+}
+
+/// Every note of the PostgreSQL database at `url`, by title (each title's ids): what the
+/// fault tests count after the database failed under the service.
+pub async fn notes_by_title(url: &str) -> BTreeMap<String, Vec<String>> {
+    let mut conn = PgConnection::connect(url).await.unwrap();
+    let rows: Vec<(String, String)> = sqlx::query_as("SELECT title, id FROM notes")
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    crate::db::by_title(rows)
 }

@@ -71,3 +71,29 @@ pub async fn problem_slug(response: reqwest::Response) -> String {
     let type_uri = body["type"].as_str().unwrap();
     type_uri.rsplit(['/', '#']).next().unwrap().to_owned()
 }
+
+/// Every note `secret`'s actor has, `(title, id)`, as the list at `url` gives them: the
+/// array `field` of its JSON body (`notes` at `/v1/notes`).
+pub async fn listed(
+    client: &reqwest::Client,
+    url: &str,
+    field: &str,
+    secret: &str,
+) -> Vec<(String, String)> {
+    let list: serde_json::Value = client
+        .get(url)
+        .header("authorization", format!("Bearer {secret}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let text = |note: &serde_json::Value, name: &str| note[name].as_str().unwrap().to_owned();
+    list[field]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|note| (text(note, "title"), text(note, "id")))
+        .collect()
+}

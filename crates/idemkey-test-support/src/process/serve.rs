@@ -106,6 +106,22 @@ impl ServeSpec {
             .unwrap_or_else(|| panic!("the server did not start: {}", self.log_tail()))
     }
 
+    /// Starts a server on `addr` again (a few tries, while the port of the server that died
+    /// there may still be taken), else on a free port; `None` if it starts on neither.
+    pub fn start_again_on(&self, addr: SocketAddr) -> Option<Serve> {
+        (0..3)
+            .find_map(|_| self.start_on(addr))
+            .or_else(|| self.start_on(SocketAddr::from(([127, 0, 0, 1], 0))))
+    }
+
+    /// The servers' whole log so far; empty when they log to the test's stderr.
+    pub fn log(&self) -> String {
+        let Some(log) = &self.log else {
+            return String::new();
+        };
+        std::fs::read_to_string(log).unwrap_or_default()
+    }
+
     /// The servers' log so far (its last 40 lines), for failure messages.
     pub fn log_tail(&self) -> String {
         let Some(log) = &self.log else {

@@ -1,7 +1,8 @@
 //! The MySQL store on MariaDB or MySQL: the conformance suite, the seed cases in both
-//! strategies, and what only MySQL does (`mysql/my/waits.rs`, `mysql/my/faults.rs`):
-//! duplicates that wait for an uncommitted claim, bounded; deadlocks run again; lost
-//! connections.
+//! strategies, the server databases' shared cases (`server`: duplicates that wait for an
+//! uncommitted claim, bounded; re-runs; lost connections), and what only MySQL does
+//! (`mysql/my/waits.rs`, `mysql/my/faults.rs`, `mysql/my/record_wait.rs`): duplicates racing
+//! after a rollback; real deadlocks run again; commit-time's insert bounded.
 //!
 //! Needs `IDEMKEY_TEST_MYSQL_URL` or a server at 127.0.0.1:3306 (required when `CI` is set,
 //! the tests ignored otherwise); every test works in a database of its own.
@@ -11,6 +12,7 @@ mod my;
 use std::time::Duration;
 
 use crate::common::Fixture;
+use crate::server::tools::TestNote;
 use idemkey_core::{RecordState, Store, TryClaim};
 use idemkey_sqlx::{Backend, MySqlStore};
 use my::MySqlFixture;
@@ -29,6 +31,11 @@ mod commit_time {
     use super::*;
 
     seed_cases!(crate::common::CommitTime<MySqlFixture>, needs = [mysql]);
+}
+
+/// The cases every server database runs.
+mod server {
+    crate::server_cases!(sqlx::MySql, needs = [mysql]);
 }
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [mysql])]
@@ -121,7 +128,7 @@ async fn write_transactions_are_read_committed() {
     );
     tx.rollback().await.unwrap();
     let req = crate::common::seed::request("actor-rc", "key-a", "rc");
-    let outcome = my::tools::run(&store, &req, my::tools::TestNote::new(&req, "rc")).await;
+    let outcome = crate::server::tools::run(&store, &req, TestNote::new(&req, "rc")).await;
     assert!(
         matches!(outcome, Ok(idemkey_sqlx::Outcome::Executed(_))),
         "{outcome:?}"

@@ -1,6 +1,8 @@
-//! The PostgreSQL store: the conformance suite, the seed cases, and what only PostgreSQL does
-//! (`postgres/pg/waits.rs`, `postgres/pg/faults.rs`): duplicates that wait for an uncommitted claim, bounded and
-//! capped; re-runs after serialization failures; lost connections.
+//! The PostgreSQL store: the conformance suite, the seed cases, the server databases' shared
+//! cases (`server`: duplicates that wait for an uncommitted claim, bounded; re-runs; lost
+//! connections), and what only PostgreSQL does (`postgres/pg/waits.rs`,
+//! `postgres/pg/faults.rs`): waiting claims capped in number; re-runs after serialization
+//! failures.
 //!
 //! Needs `IDEMKEY_TEST_PG_URL` or a server at 127.0.0.1:5432 (required when `CI` is set,
 //! the tests ignored otherwise); every test works in a PostgreSQL schema of its own.
@@ -10,6 +12,7 @@ mod pg;
 use std::time::Duration;
 
 use crate::common::Fixture;
+use crate::server::tools::TestNote;
 use idemkey_core::RecordState;
 use idemkey_sqlx::{Backend, PgStore};
 use pg::PgFixture;
@@ -27,6 +30,11 @@ mod commit_time {
     use super::*;
 
     seed_cases!(crate::common::CommitTime<PgFixture>, needs = [postgres]);
+}
+
+/// The cases every server database runs.
+mod server {
+    crate::server_cases!(sqlx::Postgres, needs = [postgres]);
 }
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
@@ -116,7 +124,7 @@ async fn write_transactions_are_read_committed_with_synchronous_commit() {
     );
     tx.rollback().await.unwrap();
     let req = crate::common::seed::request("actor-rc", "key-a", "rc");
-    let outcome = pg::tools::run(&store, &req, pg::tools::TestNote::new(&req, "rc")).await;
+    let outcome = crate::server::tools::run(&store, &req, TestNote::new(&req, "rc")).await;
     assert!(
         matches!(outcome, Ok(idemkey_sqlx::Outcome::Executed(_))),
         "{outcome:?}"

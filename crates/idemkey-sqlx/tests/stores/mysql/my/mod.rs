@@ -4,7 +4,7 @@
 
 mod faults;
 mod record_wait;
-pub mod tools;
+mod server;
 mod waits;
 
 use futures_util::future::BoxFuture;

@@ -11,9 +11,9 @@ use idemkey_sqlx::{AtomicOptions, MySqlStore, Outcome, Strategy};
 use sqlx::mysql::MySqlPoolOptions;
 
 use super::store_with;
-use super::tools::{Gate, TestNote, actor, run_with, spawn_with};
 use crate::common::Fixture;
 use crate::common::seed::request;
+use crate::server::tools::{Gate, TestNote, actor, run_with, spawn_with};
 
 /// InnoDB's "wait forever" on MariaDB: only the store's own bound can end a wait.
 const FOREVER: &str = "SET SESSION innodb_lock_wait_timeout = 100000000";

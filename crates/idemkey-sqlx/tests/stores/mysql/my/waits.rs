@@ -1,6 +1,7 @@
-//! Contract §8 on MySQL: a duplicate's claim waits for an uncommitted claim of its scope,
-//! bounded by a claim-only lock wait timeout; the duplicate key is the arbiter, and a
-//! deadlock between duplicates is run again, never answered 5xx.
+//! Contract §8 as only MySQL keeps it (the waits both server databases share are in
+//! `server/waits.rs`): the duplicate key is the arbiter, and a deadlock between duplicates is
+//! run again, never answered 5xx; commit-time's insert waits; business statements keep their
+//! own lock waits.
 
 use std::time::Duration;
 
@@ -10,68 +11,16 @@ use idemkey_sqlx::{AtomicHandler, AtomicOptions, HandlerResult, MySqlStore, Outc
 use sqlx::mysql::MySqlPoolOptions;
 use sqlx::{MySql, Transaction};
 
-use super::tools::{
-    Gate, Task, TestNote, actor, body, claims_blocked, kill, run, running, spawn, spawn_with,
-    wait_until, waiting,
-};
 use super::{MySqlFixture, store_with};
 use crate::common::Fixture;
 use crate::common::seed::request;
+use crate::server::Server;
+use crate::server::tools::{Gate, TestNote, actor, body, claims_blocked, spawn_with, wait_until};
+use crate::server::waits::{elsewhere, patient, winner_and_blocked_duplicates};
 
-/// The store as another instance sees it: without this process's coalescing, which would keep
-/// a duplicate waiting in the process instead of on the database, which these tests are about.
-fn elsewhere(store: &MySqlStore) -> MySqlStore {
-    store.clone().coalescing(false)
-}
-
-/// Long enough never to run out in a test: a test decides when the winner ends.
-const PATIENT: Duration = Duration::from_secs(600);
-
-/// Holds a winner open at `BeforeCommit`, then starts `n` duplicates from other instances and
-/// waits until their claims are blocked on the winner's uncommitted claim.
-async fn winner_and_blocked_duplicates(store: &MySqlStore, n: usize) -> (Gate, Task, Vec<Task>) {
-    let req = request(&actor(), "key-a", "waited");
-    let gate = Gate::new(Point::BeforeCommit);
-    let held = store.clone().with_failpoints(gate.hook());
-    let winner = spawn(&held, &req, TestNote::new(&req, "waited"));
-    gate.reached().await;
-    let duplicates = (0..n)
-        .map(|_| spawn(&elsewhere(store), &req, TestNote::new(&req, "waited")))
-        .collect();
-    claims_blocked(store, i64::try_from(n).unwrap()).await;
-    (gate, winner, duplicates)
-}
-
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [mysql])]
-async fn a_duplicate_waits_for_the_winner_then_replays_it() {
-    let store = MySqlFixture::store().await.with_claim_lock_timeout(PATIENT);
-    let (gate, winner, mut duplicates) = winner_and_blocked_duplicates(&store, 1).await;
-    gate.pass();
-    let winner = winner.await.unwrap();
-    let duplicate = duplicates.pop().unwrap().await.unwrap();
-    assert!(matches!(winner, Ok(Outcome::Executed(_))), "{winner:?}");
-    assert!(
-        matches!(duplicate, Ok(Outcome::Replayed(_))),
-        "{duplicate:?}"
-    );
-    assert_eq!(body(&winner), body(&duplicate));
-    assert_eq!(MySqlFixture::count_notes(&store).await, 1);
-}
-
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [mysql])]
-async fn a_duplicate_executes_when_the_winner_rolls_back() {
-    let store = MySqlFixture::store().await.with_claim_lock_timeout(PATIENT);
-    let (gate, winner, mut duplicates) = winner_and_blocked_duplicates(&store, 1).await;
-    gate.fail();
-    let winner = winner.await.unwrap();
-    let duplicate = duplicates.pop().unwrap().await.unwrap();
-    assert!(winner.is_err(), "{winner:?}");
-    assert!(
-        matches!(duplicate, Ok(Outcome::Executed(_))),
-        "{duplicate:?}"
-    );
-    assert_eq!(MySqlFixture::count_notes(&store).await, 1);
-    assert_eq!(MySqlFixture::count_records(&store).await, 1);
+/// How many of the store's connections run a statement that starts with `sql`.
+async fn waiting(store: &MySqlStore, sql: &str) -> i64 {
+    <MySql as Server>::waiting(store, sql).await
 }
 
 /// Two duplicates from other instances blocked on a winner that rolls back: InnoDB grants
@@ -80,7 +29,7 @@ async fn a_duplicate_executes_when_the_winner_rolls_back() {
 /// replays it, and neither is answered with an error.
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [mysql])]
 async fn duplicates_racing_after_a_rollback_execute_once_without_an_error() {
-    let store = MySqlFixture::store().await.with_claim_lock_timeout(PATIENT);
+    let store = patient::<MySql>().await;
     let (gate, winner, duplicates) = winner_and_blocked_duplicates(&store, 2).await;
     let deadlocks_before = deadlocks(&store).await;
     gate.fail();
@@ -109,57 +58,6 @@ async fn deadlocks(store: &MySqlStore) -> i64 {
     .await
     .unwrap()
     .unwrap_or(0)
-}
-
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [mysql])]
-async fn a_wait_past_the_claim_lock_timeout_is_in_flight() {
-    let store = MySqlFixture::store()
-        .await
-        .with_claim_lock_timeout(Duration::from_millis(50));
-    assert_eq!(
-        store.settings().claim_lock_timeout(),
-        Duration::from_secs(1)
-    );
-    let req = request(&actor(), "key-a", "bounded");
-    let gate = Gate::new(Point::BeforeCommit);
-    let winner = spawn(
-        &store.clone().with_failpoints(gate.hook()),
-        &req,
-        TestNote::new(&req, "bounded"),
-    );
-    gate.reached().await;
-    // The winner stays open until after the duplicate has its answer. The outer timeout
-    // only turns an unbounded wait (the bug) into a failure instead of a hang.
-    let other_instance = elsewhere(&store);
-    let duplicate = run(&other_instance, &req, TestNote::new(&req, "bounded"));
-    let duplicate = tokio::time::timeout(PATIENT, duplicate).await.unwrap();
-    assert!(
-        matches!(duplicate, Ok(Outcome::InFlight { retry_after }) if retry_after == Duration::from_secs(1)),
-        "{duplicate:?}"
-    );
-    gate.pass();
-    assert!(matches!(winner.await.unwrap(), Ok(Outcome::Executed(_))));
-    let retry = run(&store, &req, TestNote::new(&req, "bounded")).await;
-    assert!(matches!(retry, Ok(Outcome::Replayed(_))), "{retry:?}");
-    assert_eq!(MySqlFixture::count_notes(&store).await, 1);
-}
-
-/// A claim whose lock wait is interrupted (`KILL QUERY`, 1317) is in flight, not a store
-/// failure: it rolled back and nothing ran.
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [mysql])]
-async fn an_interrupted_claim_wait_is_in_flight() {
-    let store = MySqlFixture::store().await.with_claim_lock_timeout(PATIENT);
-    let (gate, winner, mut duplicates) = winner_and_blocked_duplicates(&store, 1).await;
-    let blocked = running(&store, "INSERT INTO idemkey_records").await;
-    kill(&store, blocked[0], true).await;
-    let duplicate = duplicates.pop().unwrap().await.unwrap();
-    assert!(
-        matches!(duplicate, Ok(Outcome::InFlight { .. })),
-        "{duplicate:?}"
-    );
-    gate.pass();
-    assert!(matches!(winner.await.unwrap(), Ok(Outcome::Executed(_))));
-    assert_eq!(MySqlFixture::count_notes(&store).await, 1);
 }
 
 /// Commit-time: a duplicate from another instance runs its handler, and its record's insert
@@ -250,7 +148,7 @@ impl AtomicHandler<MySql> for ShowLockWait {
 /// commits: the duplicate key answers each, none deadlocks.
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [mysql])]
 async fn many_blocked_duplicates_all_replay_the_winner() {
-    let store = MySqlFixture::store().await.with_claim_lock_timeout(PATIENT);
+    let store = patient::<MySql>().await;
     let (gate, winner, duplicates) = winner_and_blocked_duplicates(&store, 16).await;
     gate.pass();
     assert!(matches!(winner.await.unwrap(), Ok(Outcome::Executed(_))));

@@ -1,18 +1,14 @@
-//! Faults on PostgreSQL: serialization failures and deadlocks re-run the handler (at most 3
-//! times, then `store-unavailable`), and a lost connection leaves nothing half-written.
+//! Faults as only PostgreSQL has them (the faults both server databases share are in
+//! `server/faults.rs`): serialization failures and deadlocks re-run the handler, the one a
+//! `COMMIT` reports too.
 
-use idemkey_core::Error;
-use idemkey_sqlx::failpoints::Point;
-use idemkey_sqlx::{AtomicError, Outcome};
+use idemkey_sqlx::Outcome;
 
 use super::PgFixture;
-use super::tools::{Gate, TestNote, actor, kill, run, spawn};
+use super::server::{DEADLOCK, SERIALIZATION_FAILURE};
 use crate::common::Fixture;
 use crate::common::seed::request;
-
-const SERIALIZATION_FAILURE: &str =
-    "DO $$ BEGIN RAISE EXCEPTION 'provoked' USING ERRCODE = '40001'; END $$";
-const DEADLOCK: &str = "DO $$ BEGIN RAISE EXCEPTION 'provoked' USING ERRCODE = '40P01'; END $$";
+use crate::server::tools::{TestNote, actor, run};
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
 async fn serialization_failures_and_deadlocks_rerun_the_handler() {
@@ -25,26 +21,6 @@ async fn serialization_failures_and_deadlocks_rerun_the_handler() {
         assert_eq!(handler.calls(), 2, "{sql}");
     }
     assert_eq!(PgFixture::count_notes(&store).await, 2);
-}
-
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
-async fn a_serialization_failure_every_time_is_store_unavailable_after_3_attempts() {
-    let store = PgFixture::store().await;
-    let req = request(&actor(), "key-a", "never");
-    let handler = TestNote::new(&req, "never").before(SERIALIZATION_FAILURE, |_| true);
-    let outcome = run(&store, &req, handler.clone()).await;
-    assert!(
-        matches!(outcome, Err(AtomicError::Store(Error::Unavailable(_)))),
-        "{outcome:?}"
-    );
-    assert_eq!(handler.calls(), 3);
-    assert_eq!(
-        (
-            PgFixture::count_notes(&store).await,
-            PgFixture::count_records(&store).await
-        ),
-        (0, 0)
-    );
 }
 
 /// A deferred constraint trigger fails the first `COMMIT` with 40001: the error from the
@@ -73,53 +49,4 @@ async fn a_serialization_failure_at_commit_reruns_the_handler() {
     assert!(matches!(outcome, Ok(Outcome::Executed(_))), "{outcome:?}");
     assert_eq!(handler.calls(), 2);
     assert_eq!(PgFixture::count_notes(&store).await, 1);
-}
-
-/// Kills the request's backend while it is paused at `point`, after the handler's write.
-async fn killed_at(point: Point) -> (idemkey_sqlx::PgStore, super::tools::NoteResult) {
-    let store = PgFixture::store().await;
-    let req = request(&actor(), "key-a", "killed");
-    let gate = Gate::new(point);
-    let handler = TestNote::new(&req, "killed");
-    let task = spawn(
-        &store.clone().with_failpoints(gate.hook()),
-        &req,
-        handler.clone(),
-    );
-    gate.reached().await;
-    kill(
-        &store,
-        handler.pid.load(std::sync::atomic::Ordering::SeqCst),
-    )
-    .await;
-    gate.pass();
-    let outcome = task.await.unwrap();
-    assert_eq!(
-        (
-            PgFixture::count_notes(&store).await,
-            PgFixture::count_records(&store).await
-        ),
-        (0, 0),
-        "nothing half-written"
-    );
-    let retry = run(&store, &req, TestNote::new(&req, "killed")).await;
-    assert!(matches!(retry, Ok(Outcome::Executed(_))), "{retry:?}");
-    assert_eq!(PgFixture::count_notes(&store).await, 1);
-    (store, outcome)
-}
-
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
-async fn a_lost_connection_mid_request_writes_nothing_and_a_retry_executes_once() {
-    let (_, outcome) = killed_at(Point::BeforeComplete).await;
-    assert!(matches!(outcome, Err(AtomicError::Store(_))), "{outcome:?}");
-}
-
-/// The commit's reply never comes: the caller cannot know whether it committed.
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
-async fn a_lost_connection_at_commit_is_outcome_unknown() {
-    let (_, outcome) = killed_at(Point::BeforeCommit).await;
-    assert!(
-        matches!(outcome, Err(AtomicError::Store(Error::OutcomeUnknown(_)))),
-        "{outcome:?}"
-    );
 }

@@ -3,7 +3,7 @@
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
 mod faults;
-pub mod tools;
+mod server;
 mod waits;
 
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -1,5 +1,6 @@
-//! Contract §8 on PostgreSQL: a duplicate's claim waits for an uncommitted claim of its scope,
-//! bounded by a claim-only lock timeout and capped in number.
+//! Contract §8 as only PostgreSQL keeps it (the waits both server databases share are in
+//! `server/waits.rs`): business statements keep their own lock waits, and waiting claims are
+//! capped in number, this process's duplicates of one that gave up in flight with it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -7,128 +8,21 @@ use std::time::Duration;
 
 use idemkey_core::StoredResponse;
 use idemkey_sqlx::failpoints::Point;
-use idemkey_sqlx::{AtomicHandler, AtomicOptions, HandlerResult, Outcome, PgStore};
+use idemkey_sqlx::{AtomicHandler, AtomicOptions, HandlerResult, Outcome};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{Postgres, Transaction};
 use tokio::sync::Barrier;
 
-use super::tools::{
-    Gate, Task, TestNote, actor, body, claims_blocked, run, spawn, wait_until, waiting,
-};
 use super::{PgFixture, store_with};
 use crate::common::Fixture;
 use crate::common::seed::request;
+use crate::server::Server;
+use crate::server::tools::{Gate, TestNote, actor, claims_blocked, run, spawn, wait_until};
+use crate::server::waits::{PATIENT, elsewhere};
 
-/// The store as another instance sees it: without this process's coalescing, which would keep
-/// a duplicate waiting in the process instead of on the database, which these tests are about.
-fn elsewhere(store: &PgStore) -> PgStore {
-    store.clone().coalescing(false)
-}
-
-/// Long enough never to run out in a test: a test decides when the winner ends.
-const PATIENT: Duration = Duration::from_secs(600);
-
-/// Holds a winner open at `BeforeCommit`, then starts a duplicate and waits until its claim
-/// is blocked on the winner's uncommitted claim.
-async fn winner_and_blocked_duplicate(store: &PgStore) -> (Gate, Task, Task) {
-    let req = request(&actor(), "key-a", "waited");
-    let gate = Gate::new(Point::BeforeCommit);
-    let held = store.clone().with_failpoints(gate.hook());
-    let winner = spawn(&held, &req, TestNote::new(&req, "waited"));
-    gate.reached().await;
-    let duplicate = spawn(&elsewhere(store), &req, TestNote::new(&req, "waited"));
-    claims_blocked(store, 1).await;
-    (gate, winner, duplicate)
-}
-
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
-async fn a_duplicate_waits_for_the_winner_then_replays_it() {
-    let store = PgFixture::store().await.with_claim_lock_timeout(PATIENT);
-    let (gate, winner, duplicate) = winner_and_blocked_duplicate(&store).await;
-    gate.pass();
-    let (winner, duplicate) = (winner.await.unwrap(), duplicate.await.unwrap());
-    assert!(matches!(winner, Ok(Outcome::Executed(_))), "{winner:?}");
-    assert!(
-        matches!(duplicate, Ok(Outcome::Replayed(_))),
-        "{duplicate:?}"
-    );
-    assert_eq!(body(&winner), body(&duplicate));
-    assert_eq!(PgFixture::count_notes(&store).await, 1);
-}
-
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
-async fn a_duplicate_executes_when_the_winner_rolls_back() {
-    let store = PgFixture::store().await.with_claim_lock_timeout(PATIENT);
-    let (gate, winner, duplicate) = winner_and_blocked_duplicate(&store).await;
-    gate.fail();
-    let (winner, duplicate) = (winner.await.unwrap(), duplicate.await.unwrap());
-    assert!(winner.is_err(), "{winner:?}");
-    assert!(
-        matches!(duplicate, Ok(Outcome::Executed(_))),
-        "{duplicate:?}"
-    );
-    assert_eq!(PgFixture::count_notes(&store).await, 1);
-    assert_eq!(PgFixture::count_records(&store).await, 1);
-}
-
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
-async fn a_wait_past_the_claim_lock_timeout_is_in_flight() {
-    let store = PgFixture::store()
-        .await
-        .with_claim_lock_timeout(Duration::from_millis(50));
-    let req = request(&actor(), "key-a", "bounded");
-    let gate = Gate::new(Point::BeforeCommit);
-    let winner = spawn(
-        &store.clone().with_failpoints(gate.hook()),
-        &req,
-        TestNote::new(&req, "bounded"),
-    );
-    gate.reached().await;
-    // The winner stays open until after the duplicate has its answer. The outer timeout
-    // only turns an unbounded wait (the bug) into a failure instead of a hang.
-    let other_instance = elsewhere(&store);
-    let duplicate = run(&other_instance, &req, TestNote::new(&req, "bounded"));
-    let duplicate = tokio::time::timeout(PATIENT, duplicate).await.unwrap();
-    assert!(
-        matches!(duplicate, Ok(Outcome::InFlight { retry_after }) if retry_after == Duration::from_secs(1)),
-        "{duplicate:?}"
-    );
-    gate.pass();
-    assert!(matches!(winner.await.unwrap(), Ok(Outcome::Executed(_))));
-    let retry = run(&store, &req, TestNote::new(&req, "bounded")).await;
-    assert!(matches!(retry, Ok(Outcome::Replayed(_))), "{retry:?}");
-    assert_eq!(PgFixture::count_notes(&store).await, 1);
-}
-
-/// A claim whose lock wait is cancelled (57014: what PostgreSQL reports when the lock timeout
-/// fires in the instant the lock is granted, and what an operator's `pg_cancel_backend`
-/// causes) is in flight, not a store failure: it rolled back and nothing ran.
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
-async fn a_cancelled_claim_wait_is_in_flight() {
-    let store = PgFixture::store().await.with_claim_lock_timeout(PATIENT);
-    let (gate, winner, duplicate) = winner_and_blocked_duplicate(&store).await;
-    // The claim may be blocked in its short first attempt, whose end (cancelled or not)
-    // leads to the waiting one: cancel whatever blocked claim there is until it answers.
-    wait_until("the duplicate to answer", || async {
-        sqlx::query(
-            "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = $1 \
-             AND wait_event_type = 'Lock' AND starts_with(query, 'INSERT INTO idemkey_records')",
-        )
-        .bind(super::schema(&store))
-        .execute(store.pool())
-        .await
-        .unwrap();
-        duplicate.is_finished()
-    })
-    .await;
-    let duplicate = duplicate.await.unwrap();
-    assert!(
-        matches!(duplicate, Ok(Outcome::InFlight { .. })),
-        "{duplicate:?}"
-    );
-    gate.pass();
-    assert!(matches!(winner.await.unwrap(), Ok(Outcome::Executed(_))));
-    assert_eq!(PgFixture::count_notes(&store).await, 1);
+/// How many of the store's connections wait on a lock in a statement starting with `sql`.
+async fn waiting(store: &idemkey_sqlx::PgStore, sql: &str) -> i64 {
+    <Postgres as Server>::waiting(store, sql).await
 }
 
 /// The claim's short lock timeout is gone once the claim is made: a business statement

@@ -1,18 +1,19 @@
-//! What the MySQL tests use to force races: a gate at a failpoint, lock waits read from
-//! `information_schema`, and a note handler that can run SQL first and tells its connection.
+//! What the server database tests use to force races: a gate at a failpoint, polling, lock
+//! waits as the server reports them, and a note handler that can run SQL first and tells
+//! its connection.
 
 use std::future::Future;
+use std::marker::PhantomData;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 
 use idemkey_core::{ClaimRequest, StoredResponse};
 use idemkey_sqlx::failpoints::{Hook, Point, injected};
-use idemkey_sqlx::{AtomicError, AtomicHandler, AtomicOptions, HandlerResult, MySqlStore, Outcome};
-use sqlx::{AssertSqlSafe, MySql, Transaction};
+use idemkey_sqlx::{AtomicError, AtomicHandler, AtomicOptions, HandlerResult, Outcome, SqlxStore};
+use sqlx::Transaction;
 use tokio::sync::Semaphore;
 
-use super::MySqlFixture;
+use super::Server;
 use crate::common::Fixture;
 
 /// Pauses every request of a store at one point until the test lets it go, or fails it.
@@ -72,68 +73,19 @@ impl Gate {
 
 /// Polls `check` until it holds. Panics after about a minute, so a broken test fails rather
 /// than hangs; nothing is asserted about how long it took.
-pub async fn wait_until<F, Fut>(what: &str, mut check: F)
+pub async fn wait_until<F, Fut>(what: &str, check: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
-    for _ in 0..6000 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("never happened: {what}");
-}
-
-/// The ids of the store's connections running a statement that starts with `sql`: from
-/// `PROCESSLIST`, since MariaDB's `INNODB_TRX` can serve a stale copy. A claim seen there
-/// while the winner is held open can only be waiting for the winner's lock.
-pub async fn running(store: &MySqlStore, sql: &str) -> Vec<u64> {
-    sqlx::query_scalar(
-        "SELECT CAST(ID AS UNSIGNED) FROM information_schema.PROCESSLIST \
-         WHERE DB = ? AND COMMAND IN ('Query', 'Execute') AND INFO LIKE CONCAT(?, '%')",
-    )
-    .bind(super::database(store))
-    .bind(sql)
-    .fetch_all(store.pool())
-    .await
-    .unwrap()
-}
-
-/// How many of the store's connections run a statement that starts with `sql`.
-pub async fn waiting(store: &MySqlStore, sql: &str) -> i64 {
-    i64::try_from(running(store, sql).await.len()).unwrap()
+    idemkey_test_support::wait_until(what, 6000, check).await;
 }
 
 /// Waits until this many of the store's claims are blocked on a lock.
-pub async fn claims_blocked(store: &MySqlStore, n: i64) {
+pub async fn claims_blocked<DB: Server>(store: &SqlxStore<DB>, n: i64) {
     let what = format!("{n} claims blocked on a lock");
     wait_until(&what, || async {
-        waiting(store, "INSERT INTO idemkey_records").await == n
-    })
-    .await;
-}
-
-/// Kills a connection (`KILL`, or `KILL QUERY` for its statement alone) and, for a
-/// connection, waits until it is gone.
-pub async fn kill(store: &MySqlStore, id: u64, query_only: bool) {
-    let what = if query_only { "KILL QUERY" } else { "KILL" };
-    sqlx::raw_sql(AssertSqlSafe(format!("{what} {id}")))
-        .execute(store.pool())
-        .await
-        .unwrap();
-    if query_only {
-        return;
-    }
-    wait_until("the connection to end", || async {
-        let left: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM information_schema.PROCESSLIST WHERE ID = ?")
-                .bind(id)
-                .fetch_one(store.pool())
-                .await
-                .unwrap();
-        left == 0
+        DB::waiting(store, "INSERT INTO idemkey_records").await == n
     })
     .await;
 }
@@ -142,22 +94,40 @@ pub async fn kill(store: &MySqlStore, id: u64, query_only: bool) {
 type Before = (&'static str, fn(usize) -> bool);
 
 /// A create-note handler that counts its calls, records its connection's id, and may first
-/// run `before` on the calls `when` picks.
-#[derive(Clone, Default)]
-pub struct TestNote {
+/// run `before` (say, raising an error) on the calls `when` picks.
+pub struct TestNote<DB> {
     actor: String,
     title: String,
     pub calls: Arc<AtomicUsize>,
-    pub connection: Arc<AtomicU64>,
+    /// The server's id of the connection of its last call.
+    pub connection: Arc<AtomicI64>,
     before: Option<Before>,
+    backend: PhantomData<fn() -> DB>,
 }
 
-impl TestNote {
+// By hand: a derived `Clone` would ask the backend to be `Clone`.
+impl<DB> Clone for TestNote<DB> {
+    fn clone(&self) -> Self {
+        Self {
+            actor: self.actor.clone(),
+            title: self.title.clone(),
+            calls: self.calls.clone(),
+            connection: self.connection.clone(),
+            before: self.before,
+            backend: PhantomData,
+        }
+    }
+}
+
+impl<DB: Server> TestNote<DB> {
     pub fn new(req: &ClaimRequest, title: &str) -> Self {
         Self {
             actor: req.scope.actor.clone(),
             title: title.into(),
-            ..Self::default()
+            calls: Arc::default(),
+            connection: Arc::default(),
+            before: None,
+            backend: PhantomData,
         }
     }
 
@@ -170,32 +140,35 @@ impl TestNote {
         self.calls.load(Ordering::SeqCst)
     }
 
-    async fn run(&self, tx: &mut Transaction<'static, MySql>) -> sqlx::Result<StoredResponse> {
+    /// The server's id of the connection of its last call.
+    pub fn connection(&self) -> i64 {
+        self.connection.load(Ordering::SeqCst)
+    }
+
+    async fn run(&self, tx: &mut Transaction<'static, DB>) -> sqlx::Result<StoredResponse> {
         let call = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
-        let id: u64 = sqlx::query_scalar("SELECT CONNECTION_ID()")
-            .fetch_one(&mut **tx)
-            .await?;
+        let id = DB::connection_id(tx).await?;
         self.connection.store(id, Ordering::SeqCst);
         if let Some((sql, when)) = self.before
             && when(call)
         {
-            sqlx::raw_sql(sql).execute(&mut **tx).await?;
+            DB::execute(tx, sql).await?;
         }
         let id = uuid::Uuid::new_v4().to_string();
-        MySqlFixture::insert_note(tx, &id, &self.actor, &self.title).await?;
+        DB::Fixture::insert_note(tx, &id, &self.actor, &self.title).await?;
         let body = serde_json::json!({ "id": id, "title": self.title }).to_string();
         Ok(StoredResponse::new(201, body))
     }
 }
 
-impl AtomicHandler<MySql> for TestNote {
+impl<DB: Server> AtomicHandler<DB> for TestNote<DB> {
     type Response = StoredResponse;
     type Error = sqlx::Error;
 
     async fn call(
         &mut self,
-        mut tx: Transaction<'static, MySql>,
-    ) -> HandlerResult<MySql, StoredResponse, sqlx::Error> {
+        mut tx: Transaction<'static, DB>,
+    ) -> HandlerResult<DB, StoredResponse, sqlx::Error> {
         let result = self.run(&mut tx).await;
         (Some(tx), result)
     }
@@ -207,33 +180,37 @@ pub type NoteResult = Result<Outcome<StoredResponse>, AtomicError<sqlx::Error>>;
 pub type Task = tokio::task::JoinHandle<NoteResult>;
 
 /// Runs `handler` for `req` in atomic mode with `options`.
-pub async fn run_with(
-    store: &MySqlStore,
+pub async fn run_with<DB: Server>(
+    store: &SqlxStore<DB>,
     req: &ClaimRequest,
     options: AtomicOptions,
-    mut handler: TestNote,
+    mut handler: TestNote<DB>,
 ) -> NoteResult {
     store.execute(req, &options, &mut handler).await
 }
 
 /// Runs `handler` for `req` in atomic mode with the default options.
-pub async fn run(store: &MySqlStore, req: &ClaimRequest, handler: TestNote) -> NoteResult {
+pub async fn run<DB: Server>(
+    store: &SqlxStore<DB>,
+    req: &ClaimRequest,
+    handler: TestNote<DB>,
+) -> NoteResult {
     run_with(store, req, AtomicOptions::default(), handler).await
 }
 
 /// Runs it in a task of its own, with `options`.
-pub fn spawn_with(
-    store: &MySqlStore,
+pub fn spawn_with<DB: Server>(
+    store: &SqlxStore<DB>,
     req: &ClaimRequest,
     options: AtomicOptions,
-    handler: TestNote,
+    handler: TestNote<DB>,
 ) -> Task {
     let (store, req) = (store.clone(), req.clone());
     tokio::spawn(async move { run_with(&store, &req, options, handler).await })
 }
 
 /// Runs it in a task of its own with the default options.
-pub fn spawn(store: &MySqlStore, req: &ClaimRequest, handler: TestNote) -> Task {
+pub fn spawn<DB: Server>(store: &SqlxStore<DB>, req: &ClaimRequest, handler: TestNote<DB>) -> Task {
     spawn_with(store, req, AtomicOptions::default(), handler)
 }
 
