@@ -131,9 +131,12 @@ impl ServeSpec {
             None => {
                 let _ = child.kill();
                 let _ = child.wait();
+                let errors = match &self.log {
+                    Some(_) => self.log_tail(),
+                    None => "see its errors above".to_owned(),
+                };
                 Err(format!(
-                    "{program} serve exited before listening ({})",
-                    self.log_tail()
+                    "{program} serve exited before listening ({errors})"
                 ))
             }
         }
