@@ -50,8 +50,48 @@ pub fn url(name: &str) -> String {
     with_database(&mysql_url(), name)
 }
 
+/// A database of a caller's own on a server it names (not the test server), made and dropped
+/// when the caller says: `idemkey-bench`'s, named after its run.
+pub struct Named {
+    base: String,
+    name: String,
+}
+
+impl Named {
+    /// Creates the database `name` (utf8mb4) on the server at `base`; the user needs
+    /// `CREATE`.
+    pub async fn create(base: &str, name: &str) -> Result<Self, sqlx::Error> {
+        let mut admin = MySqlConnection::connect(base).await?;
+        let create = format!("CREATE DATABASE {name} CHARACTER SET utf8mb4");
+        sqlx::raw_sql(AssertSqlSafe(create))
+            .execute(&mut admin)
+            .await?;
+        let _ = admin.close().await;
+        Ok(Self {
+            base: base.to_owned(),
+            name: name.to_owned(),
+        })
+    }
+
+    /// The URL of the database: `base` naming it.
+    pub fn url(&self) -> String {
+        with_database(&self.base, &self.name)
+    }
+
+    /// Drops the database; the user needs `DROP`.
+    pub async fn drop_database(self) -> Result<(), sqlx::Error> {
+        let mut admin = MySqlConnection::connect(&self.base).await?;
+        let drop = format!("DROP DATABASE {}", self.name);
+        sqlx::raw_sql(AssertSqlSafe(drop))
+            .execute(&mut admin)
+            .await?;
+        let _ = admin.close().await;
+        Ok(())
+    }
+}
+
 /// `base` with its path replaced by `name`, its query (if any) kept.
-fn with_database(base: &str, name: &str) -> String {
+pub fn with_database(base: &str, name: &str) -> String {
     let (base, query) = match base.split_once('?') {
         Some((base, query)) => (base, format!("?{query}")),
         None => (base, String::new()),
@@ -126,6 +166,15 @@ mod tests {
         assert_eq!(
             with_database(url, "t1"),
             "mysql://u:p@db:3306/t1?ssl-mode=disabled"
+        );
+    }
+
+    #[test]
+    fn a_database_url_without_a_path_gets_one() {
+        assert_eq!(with_database("mysql://h:3306", "b"), "mysql://h:3306/b");
+        assert_eq!(
+            with_database("mysql://u:p@h/db?ssl-mode=disabled", "b"),
+            "mysql://u:p@h/b?ssl-mode=disabled"
         );
     }
 }

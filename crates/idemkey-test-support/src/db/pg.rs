@@ -32,6 +32,21 @@ impl Schema {
         }
     }
 
+    /// Creates the schema `name` on the server at `base`, failing with the error instead of
+    /// a panic: for a tool (`idemkey-bench`) that names its schema after its run and reports
+    /// a server it cannot reach as an error of its own. Dropped like any [`Schema`].
+    pub async fn try_create_named(base: &str, name: &str) -> Result<Self, sqlx::Error> {
+        let mut conn = PgConnection::connect(base).await?;
+        sqlx::raw_sql(AssertSqlSafe(format!("CREATE SCHEMA {name}")))
+            .execute(&mut conn)
+            .await?;
+        let _ = conn.close().await;
+        Ok(Self {
+            name: name.to_owned(),
+            base: base.to_owned(),
+        })
+    }
+
     /// The schema's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -44,11 +59,7 @@ impl Schema {
 
     /// The server's URL with this schema first on the search path.
     pub fn url(&self) -> String {
-        let separator = if self.base.contains('?') { '&' } else { '?' };
-        format!(
-            "{}{separator}options=-c%20search_path%3D{}",
-            self.base, self.name
-        )
+        with_search_path(&self.base, &self.name)
     }
 
     /// Counts the rows of a table of this schema.
@@ -193,4 +204,24 @@ pub async fn notes_by_title(url: &str) -> BTreeMap<String, Vec<String>> {
         .unwrap();
     conn.close().await.unwrap();
     crate::db::by_title(rows)
+}
+
+/// `base` with every connection's `search_path` set to `schema` (libpq's `options`).
+fn with_search_path(base: &str, schema: &str) -> String {
+    let separator = if base.contains('?') { '&' } else { '?' };
+    format!("{base}{separator}options=-c%20search_path%3D{schema}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_search_path;
+
+    #[test]
+    fn the_search_path_goes_into_the_options() {
+        assert_eq!(
+            with_search_path("postgres://u@h/db", "s1"),
+            "postgres://u@h/db?options=-c%20search_path%3Ds1"
+        );
+        assert!(with_search_path("postgres://u@h/db?sslmode=disable", "s").contains("&options="));
+    }
 }

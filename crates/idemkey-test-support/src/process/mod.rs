@@ -73,6 +73,26 @@ impl Process {
         Self { child, first_line }
     }
 
+    /// The same, failing with a message instead of a panic: for a tool (`idemkey-bench`) that
+    /// reports a process that cannot start as an error of its own.
+    pub fn try_spawn(command: &mut Command) -> Result<Self, String> {
+        let program = command.get_program().to_string_lossy().into_owned();
+        let mut child = command
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|error| format!("cannot start {program}: {error}"))?;
+        match first_line(&mut child, START_LIMIT) {
+            Some(first_line) => Ok(Self { child, first_line }),
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                Err(format!(
+                    "{program} exited or printed nothing before listening (see its errors above)"
+                ))
+            }
+        }
+    }
+
     /// SIGKILL, and wait for it to be gone.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

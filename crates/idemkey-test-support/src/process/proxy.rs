@@ -60,35 +60,54 @@ impl Proxy {
         Self::start_with(command, "127.0.0.1:0", upstream, db_url, extra)
     }
 
+    /// [`Proxy::start`] failing with a message instead of a panic, for a tool
+    /// (`idemkey-bench`); the proxy logs at `rust_log` (`RUST_LOG`).
+    pub fn try_start(
+        program: impl AsRef<Path>,
+        upstream: &str,
+        db_url: &str,
+        extra: &[&str],
+        rust_log: &str,
+    ) -> Result<Self, String> {
+        let mut command = Command::new(program.as_ref());
+        command.env("RUST_LOG", rust_log);
+        Self::try_start_with(command, "127.0.0.1:0", upstream, db_url, extra)
+    }
+
     fn start_with(
-        mut command: Command,
+        command: Command,
         listen: &str,
         upstream: &str,
         db_url: &str,
         extra: &[&str],
     ) -> Self {
+        Self::try_start_with(command, listen, upstream, db_url, extra)
+            .unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    fn try_start_with(
+        mut command: Command,
+        listen: &str,
+        upstream: &str,
+        db_url: &str,
+        extra: &[&str],
+    ) -> Result<Self, String> {
         command
             .args(["proxy", "--upstream", upstream, "--listen", listen])
             .args(["--admin-listen", "127.0.0.1:0", "--database-url", db_url])
             .args(extra)
-            .env("RUST_LOG", "warn")
             .env_remove("IDEMKEY_DATABASE_URL");
-        let process = Process::spawn(&mut command);
-        let addrs: Vec<SocketAddr> = process
-            .first_line
-            .split("http://")
-            .skip(1)
-            .filter_map(|rest| rest.split([',', ' ']).next()?.parse().ok())
-            .collect();
-        assert!(
-            addrs.len() >= 2,
-            "unexpected first line: {}",
-            process.first_line
-        );
-        Self {
-            process,
-            addr: addrs[0],
-            admin: addrs[1],
+        if !command.get_envs().any(|(name, _)| name == "RUST_LOG") {
+            command.env("RUST_LOG", "warn");
+        }
+        let process = Process::try_spawn(&mut command)?;
+        match addresses(&process.first_line)[..] {
+            [addr, admin, ..] => Ok(Self {
+                process,
+                addr,
+                admin,
+            }),
+            _ => Err(format!("unexpected first line: {}", process.first_line)),
         }
     }
 
@@ -106,5 +125,26 @@ impl Proxy {
     /// SIGCONT.
     pub fn resume(&self) {
         signal(self.process.child.id(), "CONT");
+    }
+}
+
+/// The addresses in `idemkey proxy: listening on http://ADDR, admin on http://ADMIN, ...`.
+fn addresses(line: &str) -> Vec<SocketAddr> {
+    line.split("http://")
+        .skip(1)
+        .filter_map(|rest| rest.split([',', ' ']).next()?.parse().ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::addresses;
+
+    #[test]
+    fn the_listening_line_names_the_proxy_and_its_admin() {
+        let line = "idemkey proxy: listening on http://127.0.0.1:4322, admin on http://127.0.0.1:9, forwarding to http://127.0.0.1:8 (records in sqlite://x)";
+        let ports: Vec<u16> = addresses(line).iter().map(|a| a.port()).collect();
+        assert_eq!(ports[..2], [4322, 9]);
+        assert!(addresses("hello").is_empty());
     }
 }

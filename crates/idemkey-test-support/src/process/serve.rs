@@ -24,6 +24,8 @@ pub struct ServeSpec {
     log: Option<PathBuf>,
     /// `RUST_LOG`.
     rust_log: String,
+    /// Whether the servers know [`ALICE`] and [`BOB`].
+    test_actors: bool,
 }
 
 impl ServeSpec {
@@ -35,6 +37,7 @@ impl ServeSpec {
             args: args.iter().map(|a| (*a).to_owned()).collect(),
             log: None,
             rust_log: "warn".to_owned(),
+            test_actors: true,
         }
     }
 
@@ -57,29 +60,41 @@ impl ServeSpec {
         self
     }
 
+    /// The same, without the actors [`ALICE`] and [`BOB`]: the servers know only the
+    /// `--token`s of [`ServeSpec::args`] (`idemkey-bench` gives its own).
+    #[must_use]
+    pub fn without_test_actors(mut self) -> Self {
+        self.test_actors = false;
+        self
+    }
+
     /// Spawns a server listening on `listen`, without waiting for it. It knows the actors
     /// [`ALICE`] (`alice`) and [`BOB`] (`bob`).
     pub fn spawn(&self, listen: SocketAddr) -> Child {
+        self.try_spawn(listen).unwrap()
+    }
+
+    /// [`ServeSpec::spawn`], failing with the error instead of a panic.
+    pub fn try_spawn(&self, listen: SocketAddr) -> std::io::Result<Child> {
         let stderr = match &self.log {
-            Some(log) => File::options()
-                .create(true)
-                .append(true)
-                .open(log)
-                .unwrap()
-                .into(),
+            Some(log) => File::options().create(true).append(true).open(log)?.into(),
             None => Stdio::inherit(),
         };
-        Command::new(&self.program)
+        let mut command = Command::new(&self.program);
+        command
             .args(["serve", "--listen", &listen.to_string()])
-            .args(["--database-url", &self.url])
-            .args(["--token", &format!("alice={ALICE}")])
-            .args(["--token", &format!("bob={BOB}")])
+            .args(["--database-url", &self.url]);
+        if self.test_actors {
+            command
+                .args(["--token", &format!("alice={ALICE}")])
+                .args(["--token", &format!("bob={BOB}")]);
+        }
+        command
             .args(&self.args)
             .env("RUST_LOG", &self.rust_log)
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()
-            .unwrap()
     }
 
     /// Starts a server on `listen` and waits until it listens; `None` if it exited first
@@ -96,6 +111,33 @@ impl ServeSpec {
                 let _ = child.kill();
                 let _ = child.wait();
                 None
+            }
+        }
+    }
+
+    /// Starts a server on a free port, failing with a message instead of a panic: for a
+    /// tool (`idemkey-bench`) that reports a server that cannot start as an error of its own.
+    pub fn try_start(&self) -> Result<Serve, String> {
+        let program = self.program.display();
+        let mut child = self
+            .try_spawn(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .map_err(|error| format!("cannot start {program} serve: {error}"))?;
+        match listening_addr(&mut child) {
+            Some(addr) => Ok(Serve {
+                child,
+                addr,
+                spec: self.clone(),
+            }),
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                let errors = match &self.log {
+                    Some(_) => self.log_tail(),
+                    None => "see its errors above".to_owned(),
+                };
+                Err(format!(
+                    "{program} serve exited before listening ({errors})"
+                ))
             }
         }
     }
@@ -239,7 +281,23 @@ impl Drop for Serve {
 
 /// Reads the `listening on http://ADDR` line; `None` if the process ends or stays silent.
 fn listening_addr(child: &mut Child) -> Option<SocketAddr> {
-    let line = first_line(child, START_LIMIT)?;
+    listening_in(&first_line(child, START_LIMIT)?)
+}
+
+/// The address in `idemkey serve: listening on http://ADDR (...)`.
+fn listening_in(line: &str) -> Option<SocketAddr> {
     let addr = line.split("http://").nth(1)?.split_whitespace().next()?;
     addr.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::listening_in;
+
+    #[test]
+    fn the_listening_line_parses() {
+        let line = "idemkey serve: listening on http://127.0.0.1:4321 (atomic mode, sqlite://x)";
+        assert_eq!(listening_in(line).unwrap().port(), 4321);
+        assert_eq!(listening_in("hello"), None);
+    }
 }

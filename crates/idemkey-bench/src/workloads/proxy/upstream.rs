@@ -98,7 +98,7 @@ fn serve_on_this_thread(ready: oneshot::Sender<Ready>, stop: oneshot::Receiver<(
         };
         let addr = listener.local_addr();
         let _ = ready.send(
-            addr.map(|addr| (addr, super::cpu::current_thread()))
+            addr.map(|addr| (addr, crate::harness::cpu::current_thread()))
                 .map_err(Into::into),
         );
         let notes = Arc::new(Notes::default());
@@ -220,8 +220,8 @@ fn answer(status: StatusCode, json: Bytes) -> Response<Full<Bytes>> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::client::{Conn, Target, note_body, note_id};
     use super::*;
+    use crate::harness::client::{Conn, Target, note_body, note_id};
 
     #[tokio::test]
     async fn creates_are_kept_and_read_back_and_the_rest_is_404() {

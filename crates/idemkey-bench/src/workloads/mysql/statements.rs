@@ -21,11 +21,11 @@ use sqlx::mysql::MySqlConnection;
 use sqlx::{Connection, MySql};
 use tokio::sync::Mutex;
 
-use super::Ctx;
-use super::ceiling::stored_201;
 use super::dbstatus;
-use super::report::{Ratio, WorkloadReport};
-use super::runner::{Op, Worker};
+use crate::ctx::Ctx;
+use crate::harness::report::{Ratio, WorkloadReport};
+use crate::harness::runner::{Op, Worker};
+use crate::workloads::ceiling::stored_201;
 
 /// How the MySQL store begins a write transaction: one round trip.
 const BEGIN_WRITE: &str = "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION";
@@ -215,7 +215,7 @@ pub(crate) async fn statements(
 ) -> anyhow::Result<(WorkloadReport, Vec<Ratio>)> {
     let options = MySqlStore::connect_options(url)?;
     let store = MySqlStore::from_pool(
-        super::ceiling::pool_options(1)
+        crate::workloads::ceiling::pool_options(1)
             .connect_with(options.clone())
             .await?,
     );
@@ -229,7 +229,7 @@ pub(crate) async fn statements(
         conns.push(Mutex::new(MySqlConnection::connect_with(&options).await?));
     }
     let conns = Arc::new(conns);
-    let body = super::client::note_body("statements");
+    let body = crate::harness::client::note_body("statements");
     let fingerprint = Fingerprint::builder("POST", "/v1/notes")
         .content_type("application/json")
         .body(&body);

@@ -8,11 +8,12 @@ use bytes::Bytes;
 use http::StatusCode;
 use rand::Rng;
 
-use super::Ctx;
-use super::client::{Answer, note_body, note_id};
-use super::dbstatus;
-use super::report::{Ratio, WorkloadReport};
-use super::runner::{self, Op, Worker};
+use super::mysql::dbstatus;
+use crate::ctx::Ctx;
+use crate::harness::client::{Answer, note_body, note_id};
+use crate::harness::report::{Ratio, WorkloadReport};
+use crate::harness::runner::{self, Op, Worker};
+use crate::targets;
 
 /// How many recent keys a worker of the mixed workload may retry.
 const RECENT: usize = 64;
@@ -137,8 +138,8 @@ pub(crate) async fn create(ctx: &Ctx, workers: &mut Vec<Worker>) -> (WorkloadRep
         b[0].summary("create without a key"),
     );
     let name = "create with key / without key (throughput)";
-    let ratio = match ctx.create_target() {
-        Some(target) => Ratio::at_least(name, a.throughput, b.throughput, target),
+    let ratio = match ctx.create_bar() {
+        Some(bar) => targets::ratio(bar, name, a.throughput, b.throughput),
         None => Ratio::info(name, a.throughput, b.throughput),
     };
     let notes = dbstatus::notes(status, &a, &b).await;
@@ -172,11 +173,11 @@ pub(crate) async fn replay(
         a[0].summary("replay of one key"),
         b[0].summary("GET /v1/notes/{id}"),
     );
-    let ratio = Ratio::at_least(
+    let ratio = targets::ratio(
+        ctx.replay_bar(),
         "replay / GET of the note (throughput)",
         a.throughput,
         b.throughput,
-        ctx.replay_target(),
     );
     Ok((WorkloadReport::new("replay", vec![a, b]), vec![ratio]))
 }

@@ -11,9 +11,9 @@ use indicatif::ProgressBar;
 use sqlx::mysql::MySqlConnection;
 use sqlx::{Connection, Row};
 
-use super::Ctx;
-use super::runner::{self, Observer, Op, Worker};
-use super::stats::{Samples, SideSummary};
+use crate::ctx::Ctx;
+use crate::harness::runner::{self, Observer, Op, Worker};
+use crate::harness::stats::{Samples, SideSummary};
 
 /// The counters read, and how each is named in the report.
 const COUNTERS: [(&str, &str); 5] = [
@@ -54,7 +54,7 @@ impl DbStatus {
         let pid = pid_file
             .and_then(|path| std::fs::read_to_string(path).ok())
             .and_then(|text| text.trim().parse().ok())
-            .filter(|pid| super::cpu::process(*pid).is_some());
+            .filter(|pid| crate::harness::cpu::process(*pid).is_some());
         Ok(Self {
             conn,
             pid,
@@ -72,7 +72,7 @@ impl DbStatus {
             .await
             .ok()?;
         let mut counters = Counters {
-            cpu: self.pid.and_then(super::cpu::process),
+            cpu: self.pid.and_then(crate::harness::cpu::process),
             ..Counters::default()
         };
         for row in rows {

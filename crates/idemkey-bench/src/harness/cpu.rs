@@ -130,6 +130,17 @@ fn parse_machine(stat: &str) -> Option<u64> {
     Some(busy - fields.get(3)? - fields.get(4)?)
 }
 
+/// The 1, 5 and 15 minute load averages, to tell whether other work shared the machine.
+pub(crate) fn loadavg() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    Some(
+        text.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" "),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,31 +1,35 @@
 //! What the idempotency layer costs requests that carry no key, measured in-process (no
-//! sockets, so nothing but the router's own work is timed): the service's route with the
-//! layer against the same route without it, on three handlers — one that does no I/O (the
-//! layer's whole overhead shows), and the note's insert under the lease layer and under the
-//! atomic layer (whose transaction the handler uses; without the layer the handler opens and
-//! commits a transaction of its own, through the store's writer as the layer does).
+//! sockets, so nothing but the router's own work is timed): a route with the layer against
+//! the same route without it, on three handlers. The first does no I/O, so the layer's whole
+//! overhead shows; it stands in for a handler and is the bench's own. The other two are the
+//! notes service's own router ([`idemkey_notes::router`]) in lease mode (the note inserted
+//! on the store's writer) and in atomic mode (on the layer's transaction), each against the
+//! same routes without the layer ([`idemkey_notes::router_without_idempotency`]).
 
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use anyhow::Context;
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use axum::{Extension, Router, middleware};
+use axum::{Router, middleware};
 use bytes::Bytes;
-use idemkey_notes::{CreateNote, Note, NotesConfig, NotesDb, idempotency_config};
+use idemkey_notes::{CreateNote, Mode, Note, NotesConfig, NotesDb, idempotency_config};
 use idemkey_sqlx::SqlxStore;
-use idemkey_tower::atomic::{AtomicIdempotencyLayer, Tx};
 use idemkey_tower::{Actor, IdempotencyLayer};
 use tower::ServiceExt;
 
-use super::Ctx;
-use super::report::{Ratio, WorkloadReport};
-use super::runner::{self, Op, Worker};
+use crate::ctx::Ctx;
+use crate::harness::report::{Ratio, WorkloadReport};
+use crate::harness::runner::{self, Op, Worker};
+use crate::targets::{self, Id};
 use idemkey_server::{Database, on_sql_backend};
+
+/// The bench's actor and its token, for the notes service's own authentication.
+const ACTOR: (&str, &str) = ("bench", "bench-layer");
 
 /// Key-less `POST /v1/notes` requests sent straight into a router.
 struct InProcess {
@@ -36,6 +40,7 @@ impl Op for InProcess {
     async fn call(&self, _worker: &mut Worker) -> Result<usize, u16> {
         let request = Request::post("/v1/notes")
             .header(header::CONTENT_TYPE, "application/json")
+            .header(header::AUTHORIZATION, format!("Bearer {}", ACTOR.1))
             .body(Body::from(r#"{"title":"layer"}"#))
             .map_err(|_| 0_u16)?;
         let response = match self.router.clone().oneshot(request).await {
@@ -78,27 +83,30 @@ async fn pairs<DB: NotesDb>(
     store: SqlxStore<DB>,
 ) -> anyhow::Result<(WorkloadReport, Vec<Ratio>)> {
     DB::migrate_notes(store.pool()).await?;
-    let config = idempotency_config(&NotesConfig {
+    let config = |mode| NotesConfig {
+        mode,
         optional_key: true,
+        tokens: vec![(ACTOR.0.to_owned(), ACTOR.1.to_owned())],
         ..NotesConfig::default()
-    });
-    let lease = IdempotencyLayer::with_config(store.clone(), config.clone());
-    let atomic = AtomicIdempotencyLayer::with_config(store.clone(), config);
-    let routes = [
+    };
+    let lease =
+        IdempotencyLayer::with_config(store.clone(), idempotency_config(&config(Mode::Lease)));
+    let bare = || idemkey_notes::router_without_idempotency(store.clone(), config(Mode::Lease));
+    let routers = [
         (
             "no-I/O handler, lease layer",
-            post(noop).layer(lease.clone()),
-            post(noop),
+            stand_in(post(noop).layer(lease)),
+            stand_in(post(noop)),
         ),
         (
             "insert in its own transaction, lease layer",
-            post(insert_in_own_tx::<DB>).layer(lease),
-            post(insert_in_own_tx::<DB>),
+            idemkey_notes::router(store.clone(), config(Mode::Lease)),
+            bare(),
         ),
         (
             "insert in the layer's transaction, atomic layer",
-            post(insert_on_tx::<DB>).layer(atomic),
-            post(insert_in_own_tx::<DB>),
+            idemkey_notes::router(store.clone(), config(Mode::Atomic)),
+            bare(),
         ),
     ];
     let mut workers: Vec<Worker> = (0..ctx.concurrency)
@@ -106,18 +114,10 @@ async fn pairs<DB: NotesDb>(
         .collect();
     let mut sides = Vec::new();
     let mut ratios = Vec::new();
-    for (name, with, without) in routes {
-        let app = |route| {
-            Router::new()
-                .route("/v1/notes", route)
-                .with_state(store.clone())
-                .layer(middleware::map_request(authenticate))
-        };
+    for (name, with, without) in routers {
         let (with, without) = (
-            Arc::new(InProcess { router: app(with) }),
-            Arc::new(InProcess {
-                router: app(without),
-            }),
+            Arc::new(InProcess { router: with }),
+            Arc::new(InProcess { router: without }),
         );
         let bar = ctx.bar("layer", ctx.rounds);
         let (a, b) =
@@ -127,16 +127,23 @@ async fn pairs<DB: NotesDb>(
             a[0].summary(&format!("{name}: with")),
             b[0].summary(&format!("{name}: without")),
         );
-        ratios.push(Ratio::at_least(
+        ratios.push(targets::ratio(
+            Id::LayerNoKey,
             &format!("layer, no key, {name}: with / without (throughput)"),
             a.throughput,
             b.throughput,
-            0.97,
         ));
         sides.extend([a, b]);
     }
     store.close().await;
     Ok((WorkloadReport::new("layer", sides), ratios))
+}
+
+/// The no-I/O handler's route, behind a stand-in for the service's authentication.
+fn stand_in(route: axum::routing::MethodRouter) -> Router {
+    Router::new()
+        .route("/v1/notes", route)
+        .layer(middleware::map_request(authenticate))
 }
 
 /// Stands in for the service's bearer authentication, outside the layer as there.
@@ -168,36 +175,5 @@ async fn noop(body: Bytes) -> Response {
     match note(&body) {
         Some(note) => created(&note),
         None => StatusCode::BAD_REQUEST.into_response(),
-    }
-}
-
-async fn insert_on_tx<DB: NotesDb>(
-    Extension(actor): Extension<Actor>,
-    mut tx: Tx<DB>,
-    body: Bytes,
-) -> Response {
-    let Some(note) = note(&body) else {
-        return StatusCode::BAD_REQUEST.into_response();
-    };
-    match DB::insert_note(&mut tx, actor.as_str(), &note).await {
-        Ok(()) => created(&note),
-        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
-    }
-}
-
-async fn insert_in_own_tx<DB: NotesDb>(
-    State(store): State<SqlxStore<DB>>,
-    Extension(actor): Extension<Actor>,
-    body: Bytes,
-) -> Response {
-    let Some(note) = note(&body) else {
-        return StatusCode::BAD_REQUEST.into_response();
-    };
-    let Ok(mut tx) = store.begin_write().await else {
-        return StatusCode::SERVICE_UNAVAILABLE.into_response();
-    };
-    match DB::insert_note(&mut tx, actor.as_str(), &note).await {
-        Ok(()) if tx.commit().await.is_ok() => created(&note),
-        _ => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     }
 }

@@ -3,7 +3,7 @@
 //! The bench prints no server text on purpose: its tables hold its own names and numbers, a
 //! status is printed as its code and the `http` crate's canonical reason (never the server's
 //! reason phrase), and its errors name limits and positions rather than quote bodies. Its
-//! errors are still escaped where they leave the bench ([`super::run`]), so that a message
+//! errors are still escaped where they leave the bench ([`crate::run`]), so that a message
 //! from below (a library's, the OS's) that ever quotes what a hostile server sent cannot carry
 //! an escape sequence to the terminal: one could clear the screen, move the cursor over the
 //! table or print a fake result.

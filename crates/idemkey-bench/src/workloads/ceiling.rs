@@ -14,10 +14,11 @@ use idemkey_sqlx::{MySqlStore, PgStore, SqliteStore, SqlxStore};
 use sqlx::pool::PoolOptions;
 use sqlx::{MySql, Postgres, Sqlite};
 
-use super::Ctx;
-use super::report::{Ratio, WorkloadReport};
-use super::runner::{self, Op, Worker};
-use super::workloads::Create;
+use super::http::Create;
+use crate::ctx::Ctx;
+use crate::harness::report::{Ratio, WorkloadReport};
+use crate::harness::runner::{self, Op, Worker};
+use crate::targets::{self, Id};
 
 /// The actor of the raw transactions' rows.
 const ACTOR: &str = "bench-ceiling";
@@ -189,7 +190,7 @@ async fn run<DB: RawDb>(
         ctx.mode
     );
     let ratio = if backend == "PostgreSQL" && ctx.mode == Mode::Atomic {
-        Ratio::at_least(&name, a.throughput, b.throughput, 0.75)
+        targets::ratio(Id::CeilingPostgresAtomic, &name, a.throughput, b.throughput)
     } else {
         Ratio::info(&name, a.throughput, b.throughput)
     };

@@ -8,13 +8,14 @@ use anyhow::Context;
 use http::StatusCode;
 use tokio::sync::Barrier;
 
-use super::Ctx;
-use super::client::{Answer, Conn, note_body};
-use super::limits::Limits;
-use super::listing::count_titles;
-use super::report::{Ratio, WorkloadReport};
-use super::runner::Budget;
-use super::stats::Samples;
+use crate::ctx::Ctx;
+use crate::harness::client::{Answer, Conn, note_body};
+use crate::harness::limits::Limits;
+use crate::harness::listing::count_titles;
+use crate::harness::report::{Ratio, WorkloadReport};
+use crate::harness::runner::Budget;
+use crate::harness::stats::Samples;
+use crate::targets::{self, Id};
 
 /// Lone requests per round, one after the other.
 const SINGLES: usize = 8;
@@ -122,16 +123,17 @@ impl Storm {
         ];
         let (losers, single, burst) = (&sides[1], &sides[3], &sides[2]);
         let ratios = vec![
-            Ratio::exact(
+            targets::ratio(
+                Id::StormOneNote,
                 "storm: keys with exactly one note",
                 one as f64,
                 checked as f64,
             ),
-            Ratio::at_most(
+            targets::ratio(
+                Id::StormLoserP99,
                 "storm: loser p99 / single-request p99",
                 losers.p99_us,
                 single.p99_us,
-                5.0,
             ),
             Ratio::info(
                 "storm: loser p99 / distinct-key burst p99",

@@ -179,6 +179,45 @@ impl BenchArgs {
             (None, None) => Budget::Time(Duration::from_secs(10)),
         }
     }
+
+    /// Atomic mode's strategy and lookup, for the service the bench starts.
+    pub(crate) fn serve_flags(&self) -> Vec<String> {
+        let mut flags = vec!["--strategy".to_owned(), self.strategy.to_string()];
+        if self.no_lookup {
+            flags.push("--no-lookup".to_owned());
+        }
+        if self.separate_completion {
+            flags.push("--separate-completion".to_owned());
+        }
+        if let Some(ttl) = &self.replay_cache {
+            flags.extend(["--replay-cache".to_owned(), ttl.clone()]);
+        }
+        if let Some(url) = &self.records_url {
+            flags.extend(["--records-url".to_owned(), url.clone()]);
+        }
+        if let Some(replicas) = self.records_wait_replicas {
+            flags.extend(["--records-wait-replicas".to_owned(), replicas.to_string()]);
+        }
+        if self.records_wait_fsync {
+            flags.push("--records-wait-fsync".to_owned());
+        }
+        if self.no_replay_cache {
+            flags.push("--no-replay-cache".to_owned());
+        }
+        flags
+    }
+
+    /// The replay cache's flags, for the proxy the bench starts.
+    pub(crate) fn proxy_flags(&self) -> Vec<String> {
+        let mut flags = Vec::new();
+        if let Some(ttl) = &self.replay_cache {
+            flags.extend(["--replay-cache".to_owned(), ttl.clone()]);
+        }
+        if self.no_replay_cache {
+            flags.push("--no-replay-cache".to_owned());
+        }
+        flags
+    }
 }
 
 fn parse_duration(value: &str) -> Result<Duration, String> {

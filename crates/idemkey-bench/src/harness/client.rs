@@ -6,7 +6,7 @@
 
 use std::net::SocketAddr;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use bytes::Bytes;
 use http::header::{AUTHORIZATION, CONTENT_TYPE, HOST, HeaderValue};
 use http::{Method, Request, StatusCode};
@@ -185,6 +185,24 @@ pub(crate) fn note_id(answer: &Answer) -> anyhow::Result<String> {
         .as_str()
         .map(str::to_owned)
         .context("the create response has no id")
+}
+
+/// The socket address of an `http://HOST:PORT` URL.
+pub(crate) async fn resolve(url: &str) -> anyhow::Result<SocketAddr> {
+    let Some(rest) = url.strip_prefix("http://") else {
+        bail!("--url must start with http://, got {url:?}");
+    };
+    let authority = rest.split('/').next().unwrap_or_default();
+    let authority = if authority.contains(':') {
+        authority.to_owned()
+    } else {
+        format!("{authority}:80")
+    };
+    tokio::net::lookup_host(&authority)
+        .await
+        .with_context(|| format!("cannot resolve {authority}"))?
+        .next()
+        .with_context(|| format!("no address for {authority}"))
 }
 
 #[cfg(test)]
