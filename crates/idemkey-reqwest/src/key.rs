@@ -1,7 +1,9 @@
 //! The key a logical request carries on every attempt.
 
-use http::HeaderValue;
+use http::{HeaderMap, HeaderValue, Method};
 use idemkey_core::{Key, KeyError};
+
+use crate::Policy;
 
 /// The header that carries the key, as the IETF draft names it.
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -62,6 +64,67 @@ impl std::fmt::Display for IdempotencyKey {
     }
 }
 
+/// Why a request's `Idempotency-Key` header and the key given for it do not name one key.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum KeyChoiceError {
+    /// The key given and the header's are two keys.
+    #[error(
+        "the key given, {given}, and the Idempotency-Key header's, {header}, differ: give one key"
+    )]
+    Differ {
+        /// The key given.
+        given: String,
+        /// The header's key.
+        header: String,
+    },
+    /// The request carries the header more than once.
+    #[error("more than one Idempotency-Key header")]
+    SeveralHeaders,
+    /// The header's value is not a key.
+    #[error("invalid Idempotency-Key header: {0}")]
+    InvalidHeader(KeyError),
+}
+
+impl Policy {
+    /// The key a request of `method` with `headers` is sent with, chosen before it is sent so
+    /// that the caller can tell it (`idemkey send` prints it, to resume with): `given`, or the
+    /// key of its one `Idempotency-Key` header (both: the same key), or else a fresh one for
+    /// the [`methods`](Self::methods) that get one. Put it in the request's extensions and
+    /// the middleware sends every attempt under it.
+    pub fn request_key(
+        &self,
+        method: &Method,
+        headers: &HeaderMap,
+        given: Option<&IdempotencyKey>,
+    ) -> Result<Option<IdempotencyKey>, KeyChoiceError> {
+        match (given, header_key(headers)?) {
+            (Some(given), Some(header)) if *given != header => Err(KeyChoiceError::Differ {
+                given: given.to_string(),
+                header: header.to_string(),
+            }),
+            (Some(given), _) => Ok(Some(given.clone())),
+            (None, Some(header)) => Ok(Some(header)),
+            (None, None) if self.keys(method) => Ok(Some(IdempotencyKey::random())),
+            (None, None) => Ok(None),
+        }
+    }
+}
+
+/// The key of the request's one `Idempotency-Key` header, if it has one.
+fn header_key(headers: &HeaderMap) -> Result<Option<IdempotencyKey>, KeyChoiceError> {
+    let mut values = headers.get_all(IDEMPOTENCY_KEY).iter();
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(KeyChoiceError::SeveralHeaders);
+    }
+    IdempotencyKey::new(&String::from_utf8_lossy(value.as_bytes()))
+        .map(Some)
+        .map_err(KeyChoiceError::InvalidHeader)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,5 +148,55 @@ mod tests {
     fn the_quoted_form_names_the_same_key() {
         let quoted = IdempotencyKey::new(r#""order-42""#).unwrap();
         assert_eq!(quoted, IdempotencyKey::new("order-42").unwrap());
+    }
+
+    fn headers(values: &[&str]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for value in values {
+            map.append(IDEMPOTENCY_KEY, HeaderValue::from_str(value).unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn the_key_given_or_the_headers_else_a_fresh_one_for_the_keyed_methods() {
+        let policy = Policy::default();
+        let given = IdempotencyKey::new("k1").unwrap();
+        let key = |method: Method, header: &[&str], given: Option<&IdempotencyKey>| {
+            policy
+                .request_key(&method, &headers(header), given)
+                .unwrap()
+        };
+        assert_eq!(key(Method::GET, &[], Some(&given)), Some(given.clone()));
+        assert_eq!(key(Method::DELETE, &["\"k1\""], None), Some(given.clone()));
+        assert_eq!(
+            key(Method::POST, &["k1"], Some(&given)),
+            Some(given.clone())
+        );
+        let fresh = key(Method::POST, &[], None).unwrap();
+        assert_ne!(Some(fresh), key(Method::POST, &[], None));
+        assert!(key(Method::PATCH, &[], None).is_some());
+        assert_eq!(key(Method::PUT, &[], None), None);
+        assert_eq!(key(Method::GET, &[], None), None);
+    }
+
+    #[test]
+    fn two_keys_several_headers_or_a_bad_header_are_refused() {
+        let policy = Policy::default();
+        let given = IdempotencyKey::new("a").unwrap();
+        let choice =
+            |header: &[&str], given| policy.request_key(&Method::POST, &headers(header), given);
+        assert!(matches!(
+            choice(&["b"], Some(&given)),
+            Err(KeyChoiceError::Differ { .. })
+        ));
+        assert!(matches!(
+            choice(&["a", "a"], None),
+            Err(KeyChoiceError::SeveralHeaders)
+        ));
+        assert!(matches!(
+            choice(&["a b"], None),
+            Err(KeyChoiceError::InvalidHeader(_))
+        ));
     }
 }

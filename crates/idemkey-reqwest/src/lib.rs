@@ -88,7 +88,7 @@ mod retry_after;
 pub use classify::Reason;
 pub use delivery::Delivery;
 pub use error::Error;
-pub use key::{IDEMPOTENCY_KEY, IdempotencyKey};
+pub use key::{IDEMPOTENCY_KEY, IdempotencyKey, KeyChoiceError};
 pub use middleware::IdempotencyMiddleware;
 pub use policy::Policy;
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 use clap::Args;
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use idemkey_reqwest::reqwest_middleware::{self, ClientBuilder, ClientWithMiddleware};
-use idemkey_reqwest::{IDEMPOTENCY_KEY, IdempotencyKey, IdempotencyMiddleware, Policy};
+use idemkey_reqwest::{IdempotencyKey, IdempotencyMiddleware, Policy};
 use reqwest::{Response, Url, Version};
 
 /// How much of an answer is read before it is handed on, so that an answer cut off within
@@ -132,33 +132,9 @@ impl SendArgs {
     /// The request's key: `--key`'s, the `Idempotency-Key` header's, or a fresh one for the
     /// methods that create.
     fn key(&self) -> Result<Option<IdempotencyKey>, String> {
-        let header = self.header_key()?;
-        match (&self.key, header) {
-            (Some(given), Some(header)) if *given != header => Err(format!(
-                "--key {given} and the Idempotency-Key header's {header} differ: give one key"
-            )),
-            (Some(given), _) => Ok(Some(given.clone())),
-            (None, Some(header)) => Ok(Some(header)),
-            (None, None) if [Method::POST, Method::PATCH].contains(&self.method) => {
-                Ok(Some(IdempotencyKey::random()))
-            }
-            (None, None) => Ok(None),
-        }
-    }
-
-    /// The key of the `Idempotency-Key` header given with -H, if any.
-    fn header_key(&self) -> Result<Option<IdempotencyKey>, String> {
-        let mut values = self.headers.iter().filter(|h| h.0 == IDEMPOTENCY_KEY);
-        let Some(Header(_, value)) = values.next() else {
-            return Ok(None);
-        };
-        if values.next().is_some() {
-            return Err("more than one Idempotency-Key header".to_owned());
-        }
-        let text = String::from_utf8_lossy(value.as_bytes());
-        IdempotencyKey::new(&text)
-            .map(Some)
-            .map_err(|error| format!("invalid Idempotency-Key header: {error}"))
+        self.policy()
+            .request_key(&self.method, &self.header_map(), self.key.as_ref())
+            .map_err(|error| error.to_string())
     }
 
     fn header_map(&self) -> HeaderMap {
