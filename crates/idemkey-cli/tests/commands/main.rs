@@ -1,7 +1,8 @@
 //! The binary's commands beside the service and the proxy: `idemkey check` against a real
 //! `idemkey serve`, and secrets kept out of what the commands print.
 //!
-//! The service's own tests are `idemkey-notes`' (`tests/service`).
+//! The service's own tests are `idemkey-notes`' (`tests/service`), the proxy's
+//! `idemkey-proxy`'s (`tests/proxy`).
 #![allow(clippy::unwrap_used)]
 
 mod check;
