@@ -1,34 +1,17 @@
 //! The proxy as a library, in front of a counting upstream: a retry is replayed without
 //! reaching the upstream, a request of no covered route is forwarded unrecorded, and an
-//! unreachable upstream gives the claim back.
+//! unreachable upstream gives the claim back; a configuration, parsed or built, is refused
+//! naming the value at fault.
 
-#![allow(clippy::unwrap_used)]
+use std::sync::atomic::Ordering;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-use axum::Router;
 use axum::body::Body;
-use axum::routing::any;
 use http::{Request, StatusCode};
 use idemkey_core::MemoryStore;
 use idemkey_proxy::{Error, Proxy, ProxyConfig, Upstream};
 use tower::ServiceExt;
 
-/// An upstream that answers 201 and counts the requests it received.
-async fn counting_upstream() -> (Upstream, Arc<AtomicUsize>) {
-    let calls = Arc::new(AtomicUsize::new(0));
-    let counted = calls.clone();
-    let app = Router::new().fallback(any(move || {
-        let n = counted.fetch_add(1, Ordering::SeqCst) + 1;
-        async move { (StatusCode::CREATED, format!("call {n}")) }
-    }));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    let upstream = Upstream::parse(&format!("http://{addr}")).unwrap();
-    (upstream, calls)
-}
+use crate::in_process::{ROUTE, body_text, counting_upstream};
 
 fn post(path: &str, key: Option<&str>) -> Request<Body> {
     // An HTTP/1.1 request names its host, or the proxy refuses it.
@@ -41,19 +24,10 @@ fn post(path: &str, key: Option<&str>) -> Request<Body> {
     request.body(Body::from("{}")).unwrap()
 }
 
-async fn text(response: http::Response<Body>) -> String {
-    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
-        .await
-        .unwrap();
-    String::from_utf8(bytes.to_vec()).unwrap()
-}
-
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn a_retry_is_replayed_without_reaching_the_upstream() {
     let (upstream, calls) = counting_upstream().await;
-    let config: ProxyConfig = "[[route]]\nmethods = [\"POST\"]\npath = \"/v1/*\""
-        .parse()
-        .unwrap();
+    let config: ProxyConfig = ROUTE.parse().unwrap();
     let proxy = Proxy::builder(upstream, MemoryStore::new())
         .config(config)
         .build()
@@ -64,14 +38,14 @@ async fn a_retry_is_replayed_without_reaching_the_upstream() {
         .await
         .unwrap();
     assert_eq!(first.status(), StatusCode::CREATED);
-    assert_eq!(text(first).await, "call 1");
+    assert_eq!(body_text(first).await, "call 1");
     let retry = proxy
         .service()
         .oneshot(post("/v1/items", Some("k1")))
         .await
         .unwrap();
     assert_eq!(retry.headers()["idempotent-replayed"], "true");
-    assert_eq!(text(retry).await, "call 1");
+    assert_eq!(body_text(retry).await, "call 1");
     assert_eq!(calls.load(Ordering::SeqCst), 1);
     // Outside the covered routes, every request reaches the upstream.
     for _ in 0..2 {
@@ -85,7 +59,7 @@ async fn a_retry_is_replayed_without_reaching_the_upstream() {
     assert_eq!(calls.load(Ordering::SeqCst), 3);
 }
 
-#[tokio::test]
+#[idemkey_test_support::test]
 async fn an_unreachable_upstream_gives_the_claim_back() {
     // A port nothing listens on: bound, then closed.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -104,11 +78,11 @@ async fn an_unreachable_upstream_gives_the_claim_back() {
         assert_eq!(refused.status(), StatusCode::BAD_GATEWAY);
         // Nothing was sent, so nothing was stored: the retry runs again, not replayed.
         assert!(refused.headers().get("idempotent-replayed").is_none());
-        assert!(text(refused).await.contains("upstream-unreachable"));
+        assert!(body_text(refused).await.contains("upstream-unreachable"));
     }
 }
 
-#[test]
+#[idemkey_test_support::test]
 fn configuration_errors_name_the_value_at_fault() {
     let message = |text: &str| text.parse::<ProxyConfig>().unwrap_err().to_string();
     assert_eq!(
@@ -150,7 +124,7 @@ fn configuration_errors_name_the_value_at_fault() {
 
 /// A configuration made in code, not parsed from a file, is checked by the builder just
 /// the same.
-#[test]
+#[idemkey_test_support::test]
 fn the_builder_refuses_what_the_file_would() {
     let upstream = Upstream::parse("http://127.0.0.1:9").unwrap();
     let mut config = ProxyConfig::default();

@@ -5,7 +5,11 @@
 //! upstream, and a power-loss campaign (the proxy's SQLite file on a power-loss filesystem,
 //! cut after each SIGKILL). Races are forced: the upstream holds the first request until the test
 //! releases it.
-#![allow(clippy::unwrap_used)]
+//!
+//! The binary is the workspace's `idemkey` (`binary::idemkey`: `IDEMKEY_BIN`, or the one
+//! `cargo test --workspace` builds beside this test). Cargo does not build it for this
+//! package's tests alone: with a filter (`--test proxy`, `-p idemkey-proxy`) build it first,
+//! `cargo build --workspace`, or the tests run the one built last.
 
 mod clock_step;
 mod forget_actor;
@@ -13,21 +17,20 @@ mod outage;
 mod owner_grace;
 mod powerloss;
 mod replay_cache;
-// The faults binary's seeded generator, of which this binary uses a part.
+// The seeded generator of the `idemkey` package's fault campaigns, of which the power-loss
+// campaign uses a part: one generator, so that a seed means the same schedule in both.
 #[allow(dead_code)]
-#[path = "../faults/rng.rs"]
+#[path = "../../../../idemkey-cli/tests/faults/rng.rs"]
 mod rng;
 mod upstream;
 
 use std::time::Duration;
 
 use idemkey_test_support::db::pg;
+use idemkey_test_support::process::binary;
 use idemkey_test_support::process::proxy::Proxy;
 use idemkey_test_support::process::redis::RedisServer;
 use upstream::{Upstream, post, slug};
-
-/// The binary under test.
-const IDEMKEY: &str = env!("CARGO_BIN_EXE_idemkey");
 
 fn sqlite_url(dir: &tempfile::TempDir) -> String {
     format!("sqlite://{}", dir.path().join("proxy.db").display())
@@ -49,7 +52,7 @@ impl Fixture {
 fn start(extra: &[&str]) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let upstream = Upstream::start();
-    let proxy = Proxy::start(IDEMKEY, &upstream.url(), &sqlite_url(&dir), extra);
+    let proxy = Proxy::start(binary::idemkey(), &upstream.url(), &sqlite_url(&dir), extra);
     Fixture {
         upstream,
         proxy,
@@ -146,7 +149,7 @@ async fn the_seed_cases_through_the_proxy() {
     .await
     .unwrap();
     pool.close().await;
-    let forgot = std::process::Command::new(IDEMKEY)
+    let forgot = std::process::Command::new(binary::idemkey())
         .args([
             "forget",
             "--database-url",
@@ -200,8 +203,8 @@ async fn two_proxies_on_postgres_execute_once() {
     let base = idemkey_test_support::runner::needs::postgres_url();
     let schema = pg::Schema::create(&base).await;
     let upstream = Upstream::start();
-    let a = Proxy::start(IDEMKEY, &upstream.url(), &schema.url(), &[]);
-    let b = Proxy::start(IDEMKEY, &upstream.url(), &schema.url(), &[]);
+    let a = Proxy::start(binary::idemkey(), &upstream.url(), &schema.url(), &[]);
+    let b = Proxy::start(binary::idemkey(), &upstream.url(), &schema.url(), &[]);
     storm(&upstream, &[&a, &b]).await;
 }
 
@@ -209,8 +212,8 @@ async fn two_proxies_on_postgres_execute_once() {
 async fn two_proxies_on_redis_execute_once() {
     let redis = RedisServer::start(&[]);
     let upstream = Upstream::start();
-    let a = Proxy::start(IDEMKEY, &upstream.url(), &redis.url(), &[]);
-    let b = Proxy::start(IDEMKEY, &upstream.url(), &redis.url(), &[]);
+    let a = Proxy::start(binary::idemkey(), &upstream.url(), &redis.url(), &[]);
+    let b = Proxy::start(binary::idemkey(), &upstream.url(), &redis.url(), &[]);
     storm(&upstream, &[&a, &b]).await;
 }
 
@@ -223,7 +226,12 @@ async fn killed_mid_request_then_restarted_no_duplicate_no_lost_answer() {
     let dir = tempfile::tempdir().unwrap();
     let upstream = Upstream::start();
     let lease = ["--lease", "1s", "--upstream-deduplicates"];
-    let mut proxy = Proxy::start(IDEMKEY, &upstream.url(), &sqlite_url(&dir), &lease);
+    let mut proxy = Proxy::start(
+        binary::idemkey(),
+        &upstream.url(),
+        &sqlite_url(&dir),
+        &lease,
+    );
     let url = proxy.url("/items?dedup=1&hold=crash");
     let lost = tokio::spawn(async move {
         reqwest::Client::new()
@@ -240,7 +248,13 @@ async fn killed_mid_request_then_restarted_no_duplicate_no_lost_answer() {
     assert!(lost.await.unwrap().is_err(), "the client lost its answer");
     upstream.release("crash").await;
     let addr = proxy.addr.to_string();
-    let again = Proxy::start_at(IDEMKEY, &addr, &upstream.url(), &sqlite_url(&dir), &lease);
+    let again = Proxy::start_at(
+        binary::idemkey(),
+        &addr,
+        &upstream.url(),
+        &sqlite_url(&dir),
+        &lease,
+    );
     let retry_url = again.url("/items?dedup=1&hold=crash");
     let mut answer = post(&retry_url, "alice", Some("crash"), "c").await;
     for _ in 0..100 {
@@ -286,7 +300,7 @@ async fn unknown_outcomes_may_be_released_by_configuration() {
     let upstream = Upstream::start();
     let config = config.to_str().unwrap();
     let proxy = Proxy::start(
-        IDEMKEY,
+        binary::idemkey(),
         &upstream.url(),
         &sqlite_url(&dir),
         &["--config", config],
@@ -311,7 +325,7 @@ async fn an_unreachable_upstream_releases_the_claim() {
         .unwrap()
         .port();
     let proxy = Proxy::start(
-        IDEMKEY,
+        binary::idemkey(),
         &format!("http://127.0.0.1:{port}"),
         &sqlite_url(&dir),
         &[],
@@ -339,7 +353,7 @@ async fn routes_from_the_config_file() {
     let upstream = Upstream::start();
     let config = config.to_str().unwrap();
     let proxy = Proxy::start(
-        IDEMKEY,
+        binary::idemkey(),
         &upstream.url(),
         &sqlite_url(&dir),
         &["--config", config],
@@ -388,7 +402,7 @@ async fn routes_from_the_config_file() {
 async fn idemkey_check_passes_through_the_proxy_and_fails_without_it() {
     let app = start(&[]);
     let check = |base: String| {
-        std::process::Command::new(IDEMKEY)
+        std::process::Command::new(binary::idemkey())
             .args(["check", &format!("{base}/items")])
             .args([
                 "--body",
@@ -437,7 +451,7 @@ async fn idemkey_check_passes_through_the_proxy_and_fails_without_it() {
 async fn sigterm_lets_claimed_requests_finish() {
     let dir = tempfile::tempdir().unwrap();
     let upstream = Upstream::start();
-    let mut proxy = Proxy::start(IDEMKEY, &upstream.url(), &sqlite_url(&dir), &[]);
+    let mut proxy = Proxy::start(binary::idemkey(), &upstream.url(), &sqlite_url(&dir), &[]);
     let url = proxy.url("/items?hold=term");
     let pending = tokio::spawn(async move { post(&url, "alice", Some("term"), "t").await });
     upstream.held(1).await;
@@ -452,7 +466,7 @@ async fn sigterm_lets_claimed_requests_finish() {
     assert_eq!(pending.await.unwrap().status(), 201);
     let status = tokio::task::block_in_place(|| proxy.process.child.wait().unwrap());
     assert!(status.success(), "{status}");
-    let again = Proxy::start(IDEMKEY, &upstream.url(), &sqlite_url(&dir), &[]);
+    let again = Proxy::start(binary::idemkey(), &upstream.url(), &sqlite_url(&dir), &[]);
     let retry = post(&again.url("/items?hold=term"), "alice", Some("term"), "t").await;
     assert_eq!(retry.headers()["idempotent-replayed"], "true");
     assert_eq!(upstream.created().await, 1);
@@ -500,8 +514,4 @@ async fn a_large_answer_streams_and_is_stored_without_its_body() {
     assert_eq!(retry.headers()["location"], "/items/1");
     assert!(retry.bytes().await.unwrap().is_empty());
     assert_eq!(app.upstream.created().await, 1);
-}
-
-fn main() -> std::process::ExitCode {
-    idemkey_test_support::runner::trials::main()
 }

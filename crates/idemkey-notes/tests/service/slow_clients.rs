@@ -7,12 +7,11 @@ use std::time::Duration;
 
 use idemkey_test_support::db::{Backend, Db};
 use idemkey_test_support::net::sockets::until_accepted;
-use idemkey_test_support::process::notes::{ALICE, create_titled};
+use idemkey_test_support::process::binary;
+use idemkey_test_support::process::notes::{ALICE, count_notes, create_titled};
 use idemkey_test_support::process::serve::ServeSpec;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-
-use crate::IDEMKEY;
 
 /// The longest any step may take before the test gives up: far above the 1 s timeouts the
 /// server runs with here, so it bounds a hang, not the server's speed.
@@ -47,7 +46,7 @@ async fn stalled_connections_are_closed_and_a_legitimate_request_is_answered() {
         "--max-connections",
         "16",
     ];
-    let server = ServeSpec::new(IDEMKEY, db.url(), &args)
+    let server = ServeSpec::new(binary::idemkey(), db.url(), &args)
         .logged_in(dir.path())
         .start();
     let half_head = format!("POST /v1/notes HTTP/1.1\r\nHost: {}\r\n", server.addr);
@@ -86,21 +85,14 @@ async fn stalled_connections_are_closed_and_a_legitimate_request_is_answered() {
         closed_by_server(stream).await;
     }
     // The stalled body created nothing; the legitimate request one note.
-    let notes = client
-        .get(format!("http://{}/v1/notes", server.addr))
-        .header("authorization", format!("Bearer {ALICE}"))
-        .send()
-        .await
-        .unwrap();
-    let notes: serde_json::Value = notes.json().await.unwrap();
-    assert_eq!(notes["notes"].as_array().map(Vec::len), Some(1), "{notes}");
+    assert_eq!(count_notes(&client, &server, ALICE).await, 1);
 }
 
 #[idemkey_test_support::test]
 async fn an_idle_keep_alive_connection_is_closed() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::create(Backend::Sqlite, dir.path()).await;
-    let server = ServeSpec::new(IDEMKEY, db.url(), &["--header-timeout", "1s"])
+    let server = ServeSpec::new(binary::idemkey(), db.url(), &["--header-timeout", "1s"])
         .logged_in(dir.path())
         .start();
     let request = format!("GET /healthz HTTP/1.1\r\nHost: {}\r\n\r\n", server.addr);
@@ -174,7 +166,7 @@ async fn trickled_bodies_are_cut_off(mode: &str) {
         "--max-connections",
         "3",
     ];
-    let server = ServeSpec::new(IDEMKEY, db.url(), &args)
+    let server = ServeSpec::new(binary::idemkey(), db.url(), &args)
         .logged_in(dir.path())
         .start();
     let every = Duration::from_millis(300);

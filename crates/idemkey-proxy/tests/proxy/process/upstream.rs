@@ -9,7 +9,10 @@ use idemkey_test_support::process::Process;
 use serde_json::Value;
 
 /// The upstream script, beside this file.
-const UPSTREAM: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/proxy/upstream.py");
+const UPSTREAM: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/proxy/process/upstream.py"
+);
 
 /// The Python upstream, killed when dropped.
 pub(crate) struct Upstream {

@@ -3,10 +3,12 @@
 
 use idemkey_test_support::db::count_rows;
 use idemkey_test_support::net::storm::{raw_create, storm};
-use idemkey_test_support::process::notes::{ALICE, BOB, count_notes, create};
+use idemkey_test_support::process::notes::{ALICE, BOB, count_notes, create, problem_slug};
 use idemkey_test_support::process::serve::{Serve, ServeSpec};
+use idemkey_test_support::process::{binary, refused, signal};
+use idemkey_test_support::wait_until;
 
-use crate::{IDEMKEY, idemkey};
+use crate::idemkey;
 
 const HELLO: &str = r#"{"title": "hello"}"#;
 
@@ -41,7 +43,7 @@ fn start(variant: Variant, extra: &[&str]) -> Fixture {
     let mut args = vec!["--mode", variant.mode];
     args.extend_from_slice(variant.flags);
     args.extend_from_slice(extra);
-    let server = Serve::sqlite(IDEMKEY, &dir.path().join("notes.db"), &args);
+    let server = Serve::sqlite(binary::idemkey(), &dir.path().join("notes.db"), &args);
     Fixture {
         _dir: dir,
         server,
@@ -60,22 +62,6 @@ impl Fixture {
     async fn notes(&self, secret: &str) -> usize {
         count_notes(&self.client, &self.server, secret).await
     }
-}
-
-async fn problem_type(response: reqwest::Response) -> String {
-    assert_eq!(
-        response.headers()["content-type"],
-        "application/problem+json"
-    );
-    assert_eq!(response.headers()["cache-control"], "no-store");
-    let body: serde_json::Value = response.json().await.unwrap();
-    body["type"]
-        .as_str()
-        .unwrap()
-        .rsplit(['/', '#'])
-        .next()
-        .unwrap()
-        .to_owned()
 }
 
 /// Expands every case for each mode and strategy: atomic commit-time (the default), its
@@ -128,7 +114,7 @@ async fn same_actor_and_key_with_changed_title_is_rejected(mode: Variant) {
         .post(ALICE, Some(b"key-a"), r#"{"title": "changed"}"#)
         .await;
     assert_eq!(changed.status(), 422);
-    assert_eq!(problem_type(changed).await, "key-reused");
+    assert_eq!(problem_slug(changed).await, "key-reused");
     assert_eq!(f.notes(ALICE).await, 1);
 }
 
@@ -212,12 +198,12 @@ async fn keys_are_validated(mode: Variant) {
     let f = start(mode, &[]);
     let missing = f.post(ALICE, None, HELLO).await;
     assert_eq!(missing.status(), 400);
-    assert_eq!(problem_type(missing).await, "key-missing");
+    assert_eq!(problem_slug(missing).await, "key-missing");
     let long = vec![b'k'; 256];
     for bad in [&b""[..], &long, b"a b", b"a\tb", "clé".as_bytes(), b"\"abc"] {
         let response = f.post(ALICE, Some(bad), HELLO).await;
         assert_eq!(response.status(), 400, "{:?}", String::from_utf8_lossy(bad));
-        assert_eq!(problem_type(response).await, "key-invalid");
+        assert_eq!(problem_slug(response).await, "key-invalid");
     }
     let longest = vec![b'k'; 255];
     for good in [&longest[..], b"!#$%&'()*+,-./:;<=>?@[]^_`{|}~"] {
@@ -246,7 +232,7 @@ async fn authentication_and_isolation(mode: Variant) {
         .await
         .unwrap();
     assert_eq!(no_token.status(), 401);
-    assert_eq!(problem_type(no_token).await, "unauthorized");
+    assert_eq!(problem_slug(no_token).await, "unauthorized");
     assert_eq!(f.post("wrong", Some(b"k"), HELLO).await.status(), 401);
     let note: serde_json::Value = f.post(ALICE, Some(b"k"), HELLO).await.json().await.unwrap();
     let path = format!("/v1/notes/{}", note["id"].as_str().unwrap());
@@ -259,7 +245,7 @@ async fn authentication_and_isolation(mode: Variant) {
     assert_eq!(get(ALICE).await.unwrap().status(), 200);
     let other = get(BOB).await.unwrap();
     assert_eq!(other.status(), 404);
-    assert_eq!(problem_type(other).await, "not-found");
+    assert_eq!(problem_slug(other).await, "not-found");
 }
 
 async fn validation_failures_are_not_stored(mode: Variant) {
@@ -272,7 +258,7 @@ async fn validation_failures_are_not_stored(mode: Variant) {
     ] {
         let rejected = f.post(ALICE, Some(b"key-v"), bad).await;
         assert_eq!(rejected.status(), 400, "{bad}");
-        assert_eq!(problem_type(rejected).await, "validation");
+        assert_eq!(problem_slug(rejected).await, "validation");
     }
     assert_eq!(f.post(ALICE, Some(b"key-v"), HELLO).await.status(), 201);
     assert_eq!(f.notes(ALICE).await, 1);
@@ -299,7 +285,7 @@ async fn oversized_body_is_413_and_the_key_stays_usable(mode: Variant) {
     let huge = format!(r#"{{"title": "{}"}}"#, "x".repeat(1024 * 1024 + 1));
     let rejected = f.post(ALICE, Some(b"key-big"), &huge).await;
     assert_eq!(rejected.status(), 413);
-    assert_eq!(problem_type(rejected).await, "payload-too-large");
+    assert_eq!(problem_slug(rejected).await, "payload-too-large");
     assert_eq!(f.post(ALICE, Some(b"key-big"), HELLO).await.status(), 201);
 }
 
@@ -331,8 +317,8 @@ async fn storm_of_32_creates_one_note(mode: Variant) {
 async fn two_processes_on_one_sqlite_file_create_one_note() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("shared.db");
-    let first = Serve::sqlite(IDEMKEY, &db, &[]);
-    let second = Serve::sqlite(IDEMKEY, &db, &[]);
+    let first = Serve::sqlite(binary::idemkey(), &db, &[]);
+    let second = Serve::sqlite(binary::idemkey(), &db, &[]);
     let targets: Vec<_> = (0..32)
         .map(|i| if i % 2 == 0 { first.addr } else { second.addr })
         .collect();
@@ -390,7 +376,7 @@ async fn openapi_documents_the_real_routes_and_the_idempotency_rules() {
             assert_ne!(status, 405, "{method} {path}");
             if status == 404 {
                 // The route exists and answered: an unknown route has no problem body.
-                assert_eq!(problem_type(response).await, "not-found", "{method} {path}");
+                assert_eq!(problem_slug(response).await, "not-found", "{method} {path}");
             }
         }
     }
@@ -489,16 +475,9 @@ async fn sigterm_lets_an_in_flight_request_finish() {
         let request = tokio::spawn(create(&f.client, &f.server, ALICE, Some(b"k"), HELLO).send());
         // Wait until the server runs the request, then stop it.
         wait_for_execution(&f.client, &f.server).await;
-        let pid = f.server.child.id().to_string();
-        assert!(
-            std::process::Command::new("kill")
-                .args(["-TERM", &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
+        signal(f.server.pid(), "TERM");
         // Shutdown began (the listener is closed) while the request is still held.
-        idemkey_test_support::process::refused(f.server.addr).await;
+        refused(f.server.addr).await;
         lock.rollback().await.unwrap();
         let response = request.await.unwrap().unwrap();
         assert_eq!(response.status(), 201, "{mode}");
@@ -522,25 +501,10 @@ async fn sigterm_lets_an_in_flight_request_finish() {
 /// inside the layer, where a graceful shutdown must let it finish. (An open connection alone
 /// is not enough: one whose request hyper has not read yet is closed as idle.)
 async fn wait_for_execution(client: &reqwest::Client, server: &Serve) {
-    for _ in 0..500 {
-        let text = client
-            .get(server.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let running = text
-            .lines()
-            .find_map(|line| line.strip_prefix("idemkey_executions "))
-            .and_then(|value| value.trim().parse::<f64>().ok());
-        if running == Some(1.0) {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    panic!("the request never reached an execution");
+    wait_until("the request to reach an execution", 500, || async {
+        server.metric(client, "idemkey_executions ").await == 1
+    })
+    .await;
 }
 
 /// `--problem-base` names where the API documents its problem types.
@@ -548,7 +512,7 @@ async fn wait_for_execution(client: &reqwest::Client, server: &Serve) {
 async fn problem_types_can_point_to_the_apis_own_documentation() {
     let dir = tempfile::tempdir().unwrap();
     let server = Serve::sqlite(
-        IDEMKEY,
+        binary::idemkey(),
         &dir.path().join("notes.db"),
         &["--problem-base", "https://api.example.test/problems/"],
     );
@@ -570,7 +534,7 @@ async fn problem_types_can_point_to_the_apis_own_documentation() {
 async fn logs_to_a_file_carry_no_escape_codes() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("serve.log");
-    let server = ServeSpec::sqlite(IDEMKEY, &dir.path().join("notes.db"), &[])
+    let server = ServeSpec::sqlite(binary::idemkey(), &dir.path().join("notes.db"), &[])
         .logged_in(dir.path())
         .rust_log("debug")
         .start();

@@ -2,19 +2,18 @@
 //! cannot be searched with a dictionary of credentials. Records made under the plain
 //! SHA-256 digest of earlier versions are still found, so no retry of them executes twice.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
-use axum::Router;
 use axum::body::Body;
-use axum::routing::any;
 use http::request::Parts;
 use http::{Method, Request, StatusCode};
 use idemkey_core::{Key, MemoryStore, Operation, Scope, Store};
-use idemkey_proxy::{Proxy, ProxyConfig, Upstream};
+use idemkey_proxy::{Proxy, ProxyConfig};
 use idemkey_tower::{Config, IdempotencyLayer};
 use sha2::{Digest, Sha256};
 use tower::{Layer, ServiceExt};
+
+use crate::in_process::{ROUTE, body_text, counting_upstream};
 
 const BASIC: &str = "Basic YWxpY2U6cGFzc3dvcmQ=";
 
@@ -27,19 +26,6 @@ fn unkeyed(credential: &str) -> String {
     format!("header:{}", hex::encode(&hash[..16]))
 }
 
-async fn counting_upstream() -> (Upstream, Arc<AtomicUsize>) {
-    let calls = Arc::new(AtomicUsize::new(0));
-    let counted = calls.clone();
-    let app = Router::new().fallback(any(move || {
-        let n = counted.fetch_add(1, Ordering::SeqCst) + 1;
-        async move { (StatusCode::CREATED, format!("call {n}")) }
-    }));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (Upstream::parse(&format!("http://{addr}")).unwrap(), calls)
-}
-
 fn post(key: &str) -> Request<Body> {
     Request::post("/v1/items")
         .header("host", "proxy")
@@ -50,9 +36,7 @@ fn post(key: &str) -> Request<Body> {
 }
 
 async fn text(proxy: &Proxy<MemoryStore>, request: Request<Body>) -> String {
-    let response = proxy.service().oneshot(request).await.unwrap();
-    let body = axum::body::to_bytes(response.into_body(), 1 << 20).await;
-    String::from_utf8(body.unwrap().to_vec()).unwrap()
+    body_text(proxy.service().oneshot(request).await.unwrap()).await
 }
 
 fn scope(actor: &str, key: &str) -> Scope {
@@ -65,7 +49,7 @@ async fn the_actor_is_keyed_by_the_stores_secret() {
     let (upstream, _) = counting_upstream().await;
     let store = MemoryStore::new();
     let proxy = Proxy::builder(upstream, store.clone())
-        .config(crate::ROUTE.parse::<ProxyConfig>().unwrap())
+        .config(ROUTE.parse::<ProxyConfig>().unwrap())
         .build()
         .unwrap();
     assert_eq!(text(&proxy, post("k1")).await, "call 1");
@@ -107,7 +91,7 @@ async fn with_earlier_digests_a_record_under_the_unkeyed_actor_is_still_replayed
     let (upstream, calls) = counting_upstream().await;
     let store = MemoryStore::new();
     record_of_an_earlier_version(&store, "old").await;
-    let config = format!("{}\n[actor]\nearlier_digests = true", crate::ROUTE);
+    let config = format!("{ROUTE}\n[actor]\nearlier_digests = true");
     let proxy = Proxy::builder(upstream, store.clone())
         .config(config.parse::<ProxyConfig>().unwrap())
         .build()
@@ -126,7 +110,7 @@ async fn by_default_a_record_under_the_unkeyed_actor_is_not_looked_for() {
     let store = MemoryStore::new();
     record_of_an_earlier_version(&store, "old").await;
     let proxy = Proxy::builder(upstream, store.clone())
-        .config(crate::ROUTE.parse::<ProxyConfig>().unwrap())
+        .config(ROUTE.parse::<ProxyConfig>().unwrap())
         .build()
         .unwrap();
     // Without the extra read, the key is new to the keyed actor.

@@ -2,8 +2,6 @@
 //! reaches the client's connection, a client never sends the upstream a derived key, nor
 //! forwarding headers of its own.
 
-#![allow(clippy::unwrap_used)]
-
 mod admin;
 mod anonymous;
 mod caps;
@@ -22,7 +20,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tower::ServiceExt;
 
-pub(crate) const ROUTE: &str = "[[route]]\nmethods = [\"POST\"]\npath = \"/v1/*\"";
+use crate::in_process::{ROUTE, body_text, content_length, read_message, serve};
 
 /// What the hostile upstream hides in its chunk, past the 5 bytes its `Content-Length` claims.
 const SMUGGLED: &str = "HTTP/1.1 200 OK\r\ncontent-length: 8\r\n\r\nsmuggled";
@@ -57,64 +55,6 @@ async fn answer_hostile(mut stream: TcpStream) {
             return;
         }
     }
-}
-
-/// Reads one message framed by `Content-Length` (or none) from `stream`, keeping what
-/// follows it in `buffer` for the next: the head as text, and the body.
-pub(crate) async fn read_message(
-    stream: &mut TcpStream,
-    buffer: &mut Vec<u8>,
-) -> Option<(String, Vec<u8>)> {
-    let end = loop {
-        if let Some(at) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
-            break at + 4;
-        }
-        fill(stream, buffer).await?;
-    };
-    let head = String::from_utf8_lossy(&buffer[..end]).into_owned();
-    let length = content_length(&head).unwrap_or(0);
-    while buffer.len() < end + length {
-        fill(stream, buffer).await?;
-    }
-    let body = buffer[end..end + length].to_vec();
-    buffer.drain(..end + length);
-    Some((head, body))
-}
-
-async fn fill(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<()> {
-    let mut chunk = [0; 4096];
-    match stream.read(&mut chunk).await {
-        Ok(0) | Err(_) => None,
-        Ok(n) => {
-            buffer.extend_from_slice(&chunk[..n]);
-            Some(())
-        }
-    }
-}
-
-pub(crate) fn content_length(head: &str) -> Option<usize> {
-    head.lines().find_map(|line| {
-        let (name, value) = line.split_once(':')?;
-        name.eq_ignore_ascii_case("content-length")
-            .then(|| value.trim().parse().ok())?
-    })
-}
-
-/// The proxy serving `upstream` on a listener of its own, covering POSTs under `/v1/`.
-pub(crate) async fn serve(upstream: Upstream) -> std::net::SocketAddr {
-    let proxy = Proxy::builder(upstream, MemoryStore::new())
-        .config(ROUTE.parse::<ProxyConfig>().unwrap())
-        .build()
-        .unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let forever = std::future::pending::<()>();
-    tokio::spawn(proxy.serve(listener, Limits::default(), forever));
-    addr
-}
-
-fn main() -> std::process::ExitCode {
-    idemkey_test_support::runner::trials::main()
 }
 
 const POST: &str = "POST /v1/items HTTP/1.1\r\nhost: proxy\r\nauthorization: Bearer alice\r\n\
@@ -186,11 +126,7 @@ async fn echoing_upstream() -> Upstream {
 }
 
 async fn received_key(proxy: &Proxy<MemoryStore>, request: Request<Body>) -> String {
-    let response = proxy.service().oneshot(request).await.unwrap();
-    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
-        .await
-        .unwrap();
-    String::from_utf8(bytes.to_vec()).unwrap()
+    body_text(proxy.service().oneshot(request).await.unwrap()).await
 }
 
 #[idemkey_test_support::test]

@@ -12,7 +12,7 @@ use idemkey_test_support::net::sockets::until_accepted;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::{ROUTE, content_length, read_message};
+use crate::in_process::{ROUTE, content_length, read_message};
 
 /// Only turns a hang into a failure: far above the 2 s deadline the proxy runs with here.
 const GUARD: Duration = Duration::from_secs(60);

@@ -16,7 +16,7 @@ use idemkey_proxy::Upstream;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::{read_message, serve};
+use crate::in_process::{read_message, serve};
 
 /// Forwarding headers a client forges, each of which an upstream might trust.
 const FORGED: &str = "x-forwarded-host: evil.example\r\nx-forwarded-for: 6.6.6.6\r\n\

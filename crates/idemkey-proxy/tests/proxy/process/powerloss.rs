@@ -19,11 +19,11 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use idemkey_powerloss::PowerLossFs;
+use idemkey_test_support::process::binary;
 use idemkey_test_support::process::proxy::Proxy;
 
-use crate::IDEMKEY;
-use crate::rng::{Rng, env_or};
-use crate::upstream::Upstream;
+use super::rng::{Rng, env_or};
+use super::upstream::Upstream;
 
 /// How many times a client sends one key before it gives up (and the test fails).
 const MAX_ATTEMPTS: usize = 2000;
@@ -114,7 +114,7 @@ async fn client(n: usize, keys: usize, mut rng: Rng, shared: Arc<Shared>) -> Vec
 }
 
 fn start(upstream: &str, db_url: &str) -> Proxy {
-    Proxy::start(IDEMKEY, upstream, db_url, &ARGS)
+    Proxy::start(binary::idemkey(), upstream, db_url, &ARGS)
 }
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [python3, fuse])]

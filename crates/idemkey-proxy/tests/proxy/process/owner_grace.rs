@@ -1,5 +1,5 @@
 //! Owners' heartbeats through the proxy, with real processes, on the two stores the
-//! service's test (`tests/faults/owner_grace.rs`, PostgreSQL) leaves out: two proxies on one
+//! service's test (`idemkey-cli/tests/faults/owner_grace.rs`, PostgreSQL) leaves out: two proxies on one
 //! SQLite file, and two on one Redis. Each proxy runs with a lease far longer than the test
 //! (300 s) and a short owner grace (1 s). Proxy A forwards a keyed create, which the test's
 //! upstream holds; A is then killed (SIGKILL) or frozen (SIGSTOP), and a retry through B takes
@@ -20,13 +20,14 @@ use std::time::{Duration, Instant};
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
+use idemkey_test_support::process::binary;
 use idemkey_test_support::process::proxy::Proxy;
 use idemkey_test_support::wait_until;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
-use crate::upstream::slug;
-use crate::{IDEMKEY, sqlite_url};
+use super::sqlite_url;
+use super::upstream::slug;
 
 /// A lease no test outlives, and the grace that lets others take a lapsed owner's claims.
 pub(crate) const ARGS: [&str; 4] = ["--lease", "300s", "--owner-grace", "1s"];
@@ -47,7 +48,7 @@ impl Told {
         if self == Self::Deduplicates {
             args.push("--upstream-deduplicates");
         }
-        Proxy::start(IDEMKEY, upstream, database_url, &args)
+        Proxy::start(binary::idemkey(), upstream, database_url, &args)
     }
 }
 

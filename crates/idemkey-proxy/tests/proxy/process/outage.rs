@@ -18,13 +18,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use idemkey_test_support::process::binary;
 use idemkey_test_support::process::pg_server::Cluster;
 use idemkey_test_support::process::proxy::Proxy;
 use idemkey_test_support::process::redis::RedisServer;
 
-use crate::IDEMKEY;
-use crate::owner_grace::{Upstream, send};
-use crate::upstream::slug;
+use super::owner_grace::{Upstream, send};
+use super::upstream::slug;
 
 const ARGS: [&str; 4] = ["--lease", "300s", "--owner-grace", "2s"];
 
@@ -145,8 +145,13 @@ async fn redis_stopped_past_the_grace_takes_no_live_claim_over() {
 async fn stopped_past_the_grace(mut store: impl Outage) {
     let (upstream, upstream_url) = Upstream::start().await;
     let gate = Gate::start(SocketAddr::from(([127, 0, 0, 1], store.port()))).await;
-    let a = Proxy::start(IDEMKEY, &upstream_url, &store.url(Some(gate.addr)), &ARGS);
-    let b = Proxy::start(IDEMKEY, &upstream_url, &store.url(None), &ARGS);
+    let a = Proxy::start(
+        binary::idemkey(),
+        &upstream_url,
+        &store.url(Some(gate.addr)),
+        &ARGS,
+    );
+    let b = Proxy::start(binary::idemkey(), &upstream_url, &store.url(None), &ARGS);
     let client = reqwest::Client::new();
     let key = "outage";
     let first = tokio::spawn(send(&client, &a, key));

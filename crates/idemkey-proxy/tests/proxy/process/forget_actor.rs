@@ -9,10 +9,11 @@ use std::sync::{Arc, Mutex};
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
+use idemkey_test_support::process::binary;
 use idemkey_test_support::process::proxy::Proxy;
 use idemkey_test_support::process::redis::RedisServer;
 
-use crate::{IDEMKEY, sqlite_url};
+use super::sqlite_url;
 
 /// The token whose records are forgotten: it must never be printed.
 const REVOKED: &str = "tok-revoked-5ecret";
@@ -88,7 +89,7 @@ fn replayed(response: &reqwest::Response) -> bool {
 
 /// `idemkey forget` with `args`, `stdin` written to its input; the token never in its output.
 fn forget(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(IDEMKEY)
+    let mut child = Command::new(binary::idemkey())
         .arg("forget")
         .args(args)
         .env_remove("IDEMKEY_SECRET")
@@ -161,7 +162,12 @@ async fn revoked_then_forgotten(proxy: &Proxy, tokens: &Tokens, forget_args: &[&
 async fn a_revoked_tokens_replays_end_when_its_actor_is_forgotten() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = Tokens::default();
-    let proxy = Proxy::start(IDEMKEY, &tokens.start().await, &sqlite_url(&dir), &[]);
+    let proxy = Proxy::start(
+        binary::idemkey(),
+        &tokens.start().await,
+        &sqlite_url(&dir),
+        &[],
+    );
     let credential = format!("Authorization: Bearer {REVOKED}");
     let url = sqlite_url(&dir);
     let args = ["--database-url", &url, "--proxy-credential", &credential];
@@ -179,7 +185,12 @@ async fn on_redis_with_a_secret_the_credential_read_from_stdin() {
     let redis = RedisServer::start(&[]);
     let tokens = Tokens::default();
     let flags = ["--secret", "proxy secret", "--no-replay-cache"];
-    let proxy = Proxy::start(IDEMKEY, &tokens.start().await, &redis.url(), &flags);
+    let proxy = Proxy::start(
+        binary::idemkey(),
+        &tokens.start().await,
+        &redis.url(),
+        &flags,
+    );
     let secret = secret.to_str().unwrap();
     let url = redis.url();
     let args = [

@@ -8,19 +8,20 @@
 
 use std::time::Duration;
 
+use idemkey_test_support::process::binary;
 use idemkey_test_support::process::proxy::Proxy;
 
-use crate::owner_grace::{ARGS, Told, Upstream, fresh_key, replays, send, taken_over};
-use crate::upstream::slug;
-use crate::{IDEMKEY, sqlite_url};
+use super::owner_grace::{ARGS, Told, Upstream, fresh_key, replays, send, taken_over};
+use super::sqlite_url;
+use super::upstream::slug;
 
 /// B's wall clock, ahead of the host's by more than the grace.
 const AHEAD: &str = "+5s";
 
 /// A with the host's clock, B ahead of it, on one SQLite file.
 fn proxies(upstream: &str, database_url: &str) -> (Proxy, Proxy) {
-    let a = Proxy::start(IDEMKEY, upstream, database_url, &ARGS);
-    let b = Proxy::start_stepped(IDEMKEY, AHEAD, upstream, database_url, &ARGS);
+    let a = Proxy::start(binary::idemkey(), upstream, database_url, &ARGS);
+    let b = Proxy::start_stepped(binary::idemkey(), AHEAD, upstream, database_url, &ARGS);
     (a, b)
 }
 

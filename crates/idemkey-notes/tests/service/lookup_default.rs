@@ -5,10 +5,11 @@
 //! handler (its note's insert, rolled back) before its replay; with it, the lookup answers.
 
 use idemkey_test_support::db::{Backend, Db};
+use idemkey_test_support::process::binary;
 use idemkey_test_support::process::notes::{ALICE, create};
 use idemkey_test_support::process::serve::ServeSpec;
 
-use crate::{IDEMKEY, idemkey};
+use crate::idemkey;
 
 const HELLO: &str = r#"{"title": "hello"}"#;
 
@@ -22,7 +23,7 @@ async fn handler_runs(backend: Backend, flags: &[&str]) -> usize {
     let db = Db::create(backend, dir.path()).await;
     let mut args = vec!["--mode", "atomic"];
     args.extend_from_slice(flags);
-    let spec = ServeSpec::new(IDEMKEY, db.url(), &args)
+    let spec = ServeSpec::new(binary::idemkey(), db.url(), &args)
         .logged_in(dir.path())
         .rust_log("warn,sqlx::query=debug");
     let server = spec.start();

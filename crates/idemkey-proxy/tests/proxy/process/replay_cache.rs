@@ -4,8 +4,10 @@
 
 use std::process::Command;
 
-use crate::upstream::post;
-use crate::{IDEMKEY, start};
+use idemkey_test_support::process::binary;
+
+use super::start;
+use super::upstream::post;
 
 /// With the cache, a replay is answered from memory: the record deleted behind the proxy's
 /// back (another process's statement, which the cache does not see) still replays within the
@@ -34,7 +36,7 @@ async fn a_replay_is_answered_from_memory_with_the_replay_cache() {
 /// `--replay-cache` with Redis records: one line on stderr, a non-zero exit.
 #[idemkey_test_support::test]
 fn the_replay_cache_flag_is_refused_with_redis_records() {
-    let out = Command::new(IDEMKEY)
+    let out = Command::new(binary::idemkey())
         .args([
             "proxy",
             "--upstream",

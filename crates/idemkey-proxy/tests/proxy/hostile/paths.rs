@@ -11,6 +11,8 @@ use idemkey_core::MemoryStore;
 use idemkey_proxy::{Proxy, ProxyConfig, Upstream};
 use tower::ServiceExt;
 
+use crate::in_process::{body_text, read_message, serve};
+
 /// An upstream under `base` that notes every target it gets and answers 201.
 async fn noting_upstream(base: &str) -> (Upstream, Arc<Mutex<Vec<String>>>) {
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -36,9 +38,7 @@ async fn post(proxy: &Proxy<MemoryStore>, target: &str) -> (StatusCode, String) 
         .body(Body::from("{}"))
         .unwrap();
     let response = proxy.service().oneshot(request).await.unwrap();
-    let status = response.status();
-    let body = axum::body::to_bytes(response.into_body(), 1 << 20).await;
-    (status, String::from_utf8(body.unwrap().to_vec()).unwrap())
+    (response.status(), body_text(response).await)
 }
 
 #[idemkey_test_support::test]
@@ -119,7 +119,7 @@ async fn a_retry_spelled_otherwise_is_the_same_request() {
     use tokio::io::AsyncWriteExt;
 
     let (upstream, seen) = noting_upstream("").await;
-    let proxy = crate::serve(upstream).await;
+    let proxy = serve(upstream).await;
     let mut answers = Vec::new();
     for target in ["/v1/items", "/v1//items", "/v1/./%69tems"] {
         let mut client = tokio::net::TcpStream::connect(proxy).await.unwrap();
@@ -128,9 +128,7 @@ async fn a_retry_spelled_otherwise_is_the_same_request() {
              idempotency-key: k1\r\ncontent-length: 2\r\n\r\n{{}}"
         );
         client.write_all(request.as_bytes()).await.unwrap();
-        let (head, _) = crate::read_message(&mut client, &mut Vec::new())
-            .await
-            .unwrap();
+        let (head, _) = read_message(&mut client, &mut Vec::new()).await.unwrap();
         answers.push(head);
     }
     assert!(answers[0].starts_with("HTTP/1.1 201"), "{}", answers[0]);

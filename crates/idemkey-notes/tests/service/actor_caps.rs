@@ -5,11 +5,12 @@
 
 use idemkey_test_support::db::count_rows;
 use idemkey_test_support::db::pg::Schema;
+use idemkey_test_support::process::binary;
 use idemkey_test_support::process::notes::{ALICE, BOB, count_notes, create};
 use idemkey_test_support::process::serve::Serve;
 use idemkey_test_support::wait_until;
 
-use crate::{IDEMKEY, idemkey};
+use crate::idemkey;
 
 /// The ways a keyed create can run: `--mode` and, for atomic mode, `--strategy`.
 const MODES: [&[&str]; 3] = [
@@ -105,7 +106,7 @@ async fn at_the_record_cap_a_new_key_is_refused_in_every_mode_on_sqlite() {
         let dir = tempfile::tempdir().unwrap();
         let mut args = mode.to_vec();
         args.extend(["--max-records-per-actor", "2"]);
-        let server = Serve::sqlite(IDEMKEY, &dir.path().join("notes.db"), &args);
+        let server = Serve::sqlite(binary::idemkey(), &dir.path().join("notes.db"), &args);
         let url = format!("sqlite://{}", server.db().display());
         records_cap(&server, &url).await;
         // Nothing was stored for the refused requests: Alice's two and Bob's two.
@@ -124,7 +125,7 @@ async fn at_the_record_cap_a_new_key_is_refused_in_every_mode_on_postgres() {
         let schema = Schema::create(&base).await;
         let mut args = mode.to_vec();
         args.extend(["--max-records-per-actor", "2"]);
-        let server = Serve::start(IDEMKEY, &schema.url(), &args);
+        let server = Serve::start(binary::idemkey(), &schema.url(), &args);
         records_cap(&server, &schema.url()).await;
         assert_eq!(schema.count("idemkey_records").await, 4, "{mode:?}");
         assert_eq!(schema.count("notes").await, 5, "{mode:?}");
@@ -138,7 +139,7 @@ async fn at_the_byte_cap_a_new_key_is_refused_in_every_mode() {
         let mut args = mode.to_vec();
         // Two stored creates take more than 300 bytes; one takes less.
         args.extend(["--max-bytes-per-actor", "300"]);
-        let server = Serve::sqlite(IDEMKEY, &dir.path().join("notes.db"), &args);
+        let server = Serve::sqlite(binary::idemkey(), &dir.path().join("notes.db"), &args);
         let client = reqwest::Client::new();
         assert_eq!(post(&client, &server, ALICE, "k1").await.status(), 201);
         assert_eq!(post(&client, &server, ALICE, "k2").await.status(), 201);
@@ -172,7 +173,7 @@ async fn sixteen_concurrent_new_keys_meet_an_exact_cap_on_sqlite() {
         let dir = tempfile::tempdir().unwrap();
         let mut args = mode.to_vec();
         args.extend(["--max-records-per-actor", "4"]);
-        let server = Serve::sqlite(IDEMKEY, &dir.path().join("notes.db"), &args);
+        let server = Serve::sqlite(binary::idemkey(), &dir.path().join("notes.db"), &args);
         let client = reqwest::Client::new();
         let keys: Vec<String> = (0..16).map(|i| format!("storm-{i}")).collect();
         let sent = keys.iter().map(|key| post(&client, &server, ALICE, key));

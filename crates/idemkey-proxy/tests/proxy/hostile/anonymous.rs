@@ -13,6 +13,8 @@ use idemkey_core::MemoryStore;
 use idemkey_proxy::{Proxy, ProxyConfig, Upstream};
 use tower::ServiceExt;
 
+use crate::in_process::{ROUTE, body_text};
+
 /// An upstream that answers each call with its number, as if issuing a token.
 async fn token_upstream() -> Upstream {
     let calls = Arc::new(AtomicUsize::new(0));
@@ -27,7 +29,7 @@ async fn token_upstream() -> Upstream {
 }
 
 async fn proxy(actor: &str) -> Proxy<MemoryStore> {
-    let config = format!("{}\n[actor]\nanonymous = true\n{actor}", crate::ROUTE);
+    let config = format!("{ROUTE}\n[actor]\nanonymous = true\n{actor}");
     Proxy::builder(token_upstream().await, MemoryStore::new())
         .config(config.parse::<ProxyConfig>().unwrap())
         .build()
@@ -47,8 +49,7 @@ async fn answer(proxy: &Proxy<MemoryStore>, key: &str, headers: &[(&str, &str)])
         .oneshot(request.body(Body::from("{}")).unwrap())
         .await
         .unwrap();
-    let body = axum::body::to_bytes(response.into_body(), 1 << 20).await;
-    String::from_utf8(body.unwrap().to_vec()).unwrap()
+    body_text(response).await
 }
 
 #[idemkey_test_support::test]

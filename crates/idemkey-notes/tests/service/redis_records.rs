@@ -11,12 +11,13 @@ use std::path::Path;
 use idemkey_test_support::db::{count_rows, notes_by_title};
 use idemkey_test_support::net::load::{self, Receipts};
 use idemkey_test_support::net::storm::{raw_create, storm};
+use idemkey_test_support::process::binary;
 use idemkey_test_support::process::notes::{ALICE, create};
 use idemkey_test_support::process::redis::{Certificates, RedisServer, tls_server};
 use idemkey_test_support::process::serve::Serve;
 use idemkey_test_support::runner::needs::valkey_program;
 
-use crate::{IDEMKEY, idemkey};
+use crate::idemkey;
 
 /// Persistence that loses nothing acknowledged: every write fsynced before its reply.
 const DURABLE: [&str; 4] = ["--appendonly", "yes", "--appendfsync", "always"];
@@ -25,7 +26,7 @@ fn lease_on(db: &Path, redis: &RedisServer, extra: &[&str]) -> Serve {
     let url = redis.url();
     let mut args = vec!["--mode", "lease", "--records-url", url.as_str()];
     args.extend_from_slice(extra);
-    Serve::sqlite(IDEMKEY, db, &args)
+    Serve::sqlite(binary::idemkey(), db, &args)
 }
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis_server])]
@@ -388,7 +389,7 @@ async fn records_over_tls_trust_the_ca_given() {
         "--records-tls-ca",
         ca,
     ];
-    let server = Serve::sqlite(IDEMKEY, &db, &args);
+    let server = Serve::sqlite(binary::idemkey(), &db, &args);
     let client = reqwest::Client::new();
     let post = || create(&client, &server, ALICE, Some(b"t"), "{\"title\":\"t\"}").send();
     assert_eq!(post().await.unwrap().status(), 201);

@@ -8,10 +8,9 @@ use std::sync::Arc;
 use futures_util::StreamExt;
 use idemkey_test_support::db::{Backend, Db};
 use idemkey_test_support::net::storm::{raw_create, storm};
-use idemkey_test_support::process::notes::{ALICE, count_notes, create};
+use idemkey_test_support::process::binary;
+use idemkey_test_support::process::notes::{ALICE, count_notes, create, create_titled};
 use idemkey_test_support::process::serve::Serve;
-
-use crate::IDEMKEY;
 
 const HELLO: &str = r#"{"title": "hello"}"#;
 
@@ -38,7 +37,7 @@ macro_rules! on_shared_databases {
 
 fn instances(db: &Db, n: usize, extra: &[&str]) -> Vec<Serve> {
     (0..n)
-        .map(|_| Serve::start(IDEMKEY, &db.url(), extra))
+        .map(|_| Serve::start(binary::idemkey(), &db.url(), extra))
         .collect()
 }
 
@@ -85,15 +84,9 @@ async fn storm_of_64_creates_one_note(backend: Backend, args: &[&str]) {
 /// Sends one key to three instances at once; retries until one answer is a 201.
 async fn create_three_ways(client: &reqwest::Client, addrs: &[SocketAddr], key: String) -> String {
     for _ in 0..50 {
-        let sends = addrs.iter().map(|addr| {
-            client
-                .post(format!("http://{addr}/v1/notes"))
-                .header("authorization", format!("Bearer {ALICE}"))
-                .header("idempotency-key", key.as_str())
-                .header("content-type", "application/json")
-                .body(format!(r#"{{"title": "{key}"}}"#))
-                .send()
-        });
+        let sends = addrs
+            .iter()
+            .map(|&addr| create_titled(client, addr, ALICE, &key, &key).send());
         let mut ids = Vec::new();
         for response in futures_util::future::join_all(sends).await {
             let response = response.unwrap();

@@ -17,6 +17,8 @@ use idemkey_server::Database;
 use idemkey_test_support::db::{Backend, Db};
 use tower::ServiceExt;
 
+use crate::in_process::ROUTE;
+
 /// The size of each answer the upstream stores, well over the headers stored with it.
 const ANSWER: usize = 1000;
 
@@ -64,7 +66,7 @@ async fn assert_capped(response: Response<Body>, cap: &str) {
 /// The proxy on `store`, covering POSTs under `/v1/`, anonymous requests allowed, with the
 /// caps of `file` (TOML, at the top of the configuration).
 fn proxy<S: Store>(upstream: Upstream, store: S, file: &str) -> Proxy<S> {
-    let config = format!("{file}\n{}\n[actor]\nanonymous = true", crate::ROUTE);
+    let config = format!("{file}\n{ROUTE}\n[actor]\nanonymous = true");
     Proxy::builder(upstream, store)
         .config(config.parse::<ProxyConfig>().unwrap())
         .build()
@@ -183,7 +185,7 @@ async fn an_actor_at_its_caps_is_refused_on_redis() {
 async fn the_builders_caps_win_over_the_files() {
     let (store, _db, _dir) = sql(Backend::Sqlite).await;
     let (upstream, calls) = counting_upstream().await;
-    let config = format!("max_records_per_actor = 1\n{}", crate::ROUTE);
+    let config = format!("max_records_per_actor = 1\n{ROUTE}");
     let proxy = Proxy::builder(upstream, store)
         .config(config.parse::<ProxyConfig>().unwrap())
         .actor_caps(ActorCaps::new().max_records(2))
@@ -198,7 +200,7 @@ async fn the_builders_caps_win_over_the_files() {
 #[idemkey_test_support::test]
 async fn a_store_that_cannot_keep_caps_is_refused_at_build() {
     let (upstream, _) = counting_upstream().await;
-    let config = format!("max_bytes_per_actor = \"1MiB\"\n{}", crate::ROUTE);
+    let config = format!("max_bytes_per_actor = \"1MiB\"\n{ROUTE}");
     let built = Proxy::builder(upstream, MemoryStore::new())
         .config(config.parse::<ProxyConfig>().unwrap())
         .build();
