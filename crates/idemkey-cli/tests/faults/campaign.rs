@@ -14,7 +14,7 @@ use idemkey_test_support::db::Db;
 use idemkey_test_support::process::notes::{ALICE, create_titled};
 use idemkey_test_support::process::serve::{Serve, ServeSpec};
 
-use crate::rng::{Rng, env_or};
+use idemkey_test_support::runner::rng::{Rng, env_or};
 
 /// How many times a client sends one key before it gives up (and the campaign fails).
 const MAX_ATTEMPTS: usize = 2000;

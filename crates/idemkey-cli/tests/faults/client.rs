@@ -39,7 +39,7 @@ use serde_json::Value;
 
 use crate::IDEMKEY;
 use crate::campaign;
-use crate::rng::Rng;
+use idemkey_test_support::runner::rng::Rng;
 
 /// The relay's faults for every campaign: a fixed seed, so that a failure can be replayed
 /// with the same fates for the same connections.

@@ -20,7 +20,6 @@ mod owner_grace;
 mod pg_dropped;
 mod powerloss;
 mod restart;
-mod rng;
 mod sqlite;
 mod stale;
 mod stale_paused;

@@ -2,4 +2,5 @@
 //! missing, run and failed instead under CI.
 
 pub mod needs;
+pub mod rng;
 pub mod trials;

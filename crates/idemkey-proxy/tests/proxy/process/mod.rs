@@ -17,11 +17,6 @@ mod outage;
 mod owner_grace;
 mod powerloss;
 mod replay_cache;
-// The seeded generator of the `idemkey` package's fault campaigns, of which the power-loss
-// campaign uses a part: one generator, so that a seed means the same schedule in both.
-#[allow(dead_code)]
-#[path = "../../../../idemkey-cli/tests/faults/rng.rs"]
-mod rng;
 mod upstream;
 
 use std::time::Duration;

@@ -22,8 +22,8 @@ use idemkey_powerloss::PowerLossFs;
 use idemkey_test_support::process::binary;
 use idemkey_test_support::process::proxy::Proxy;
 
-use super::rng::{Rng, env_or};
 use super::upstream::Upstream;
+use idemkey_test_support::runner::rng::{Rng, env_or};
 
 /// How many times a client sends one key before it gives up (and the test fails).
 const MAX_ATTEMPTS: usize = 2000;
