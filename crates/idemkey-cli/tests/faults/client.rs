@@ -10,7 +10,7 @@
 //! relay's counters and the callers' tallies are printed, so a failure says what happened.
 //! `client_send` runs the same campaigns through `idemkey send` processes.
 //!
-//! The proxy's upstream is `tests/proxy/upstream.py` with `?dedup=1`: it deduplicates on the
+//! The proxy's upstream is test-support's `upstream.py` with `?dedup=1`: it deduplicates on the
 //! proxy's `Idempotency-Derived-Key`, as docs/proxy.md asks of an upstream behind a proxy that
 //! may crash between the upstream's answer and its record, and the proxy is told so
 //! (`--upstream-deduplicates`): the restarted proxy forwards the stranded claim again once its
@@ -65,7 +65,7 @@ const REFUSAL: Duration = Duration::from_millis(300);
 const STALLED: Duration = Duration::from_secs(300);
 
 /// The Python upstream of the proxy tests, beside them.
-const UPSTREAM: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/proxy/upstream.py");
+const UPSTREAM: &str = idemkey_test_support::process::PYTHON_UPSTREAM;
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
 async fn middleware_exactly_once_through_faults_serve_atomic() {
@@ -558,7 +558,7 @@ impl Server {
     }
 }
 
-/// `tests/proxy/upstream.py` as a real process, killed when dropped.
+/// test-support's `upstream.py` as a real process, killed when dropped.
 struct Upstream {
     _process: Process,
     addr: SocketAddr,

@@ -18,6 +18,11 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+/// The proxy tests' upstream, a small non-idempotent API in Python (`python3 upstream.py
+/// PORT [RECORDS_DIR]`): the one the proxy's tests and the binary's fault campaigns put behind
+/// `idemkey proxy`.
+pub const PYTHON_UPSTREAM: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/process/upstream.py");
+
 /// How long a process may take to print its first line before it counts as failed to start.
 pub const START_LIMIT: Duration = Duration::from_secs(60);
 

@@ -8,11 +8,8 @@ use std::time::Duration;
 use idemkey_test_support::process::Process;
 use serde_json::Value;
 
-/// The upstream script, beside this file.
-const UPSTREAM: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/proxy/process/upstream.py"
-);
+/// The upstream script, test-support's.
+const UPSTREAM: &str = idemkey_test_support::process::PYTHON_UPSTREAM;
 
 /// The Python upstream, killed when dropped.
 pub(crate) struct Upstream {
