@@ -57,8 +57,15 @@ fn run() -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(cli.command.run())
+    let done = runtime.block_on(cli.command.run());
+    // The command has finished, and with it what it waits for (a server's in-flight
+    // requests): a library task that never yields must not keep the process from exiting.
+    runtime.shutdown_timeout(SHUTDOWN_LIMIT);
+    done
 }
+
+/// How long the runtime's remaining tasks get once the command has finished.
+const SHUTDOWN_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Help and version go to stdout; a usage error is one line on stderr, exit 2.
 fn usage(error: &clap::Error) -> ExitCode {

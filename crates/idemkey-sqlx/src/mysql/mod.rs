@@ -62,6 +62,13 @@ impl SqlxStore<MySql> {
     pub async fn connect_with(options: MySqlConnectOptions) -> Result<Self> {
         let pool = MySqlPoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
+            // No reaping of idle or old connections: sqlx 0.9.0's task for it counts the idle
+            // connections while a release may be between queueing one and counting it, and a count
+            // read below zero (wrapped) makes it loop without yielding: a core spun for good, and
+            // a process that cannot exit. The pool is bounded; a dead connection fails its
+            // statement.
+            .idle_timeout(None)
+            .max_lifetime(None)
             .test_before_acquire(false)
             .connect_with(options)
             .await

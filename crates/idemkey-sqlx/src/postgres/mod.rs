@@ -59,6 +59,13 @@ impl SqlxStore<Postgres> {
     pub async fn connect_with(options: PgConnectOptions) -> Result<Self> {
         let pool = PgPoolOptions::new()
             .max_connections(DEFAULT_MAX_CONNECTIONS)
+            // No reaping of idle or old connections: sqlx 0.9.0's task for it counts the idle
+            // connections while a release may be between queueing one and counting it, and a count
+            // read below zero (wrapped) makes it loop without yielding: a core spun for good, and
+            // a process that cannot exit. The pool is bounded; a dead connection fails its
+            // statement.
+            .idle_timeout(None)
+            .max_lifetime(None)
             .test_before_acquire(false)
             .connect_with(options)
             .await

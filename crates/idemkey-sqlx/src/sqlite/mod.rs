@@ -84,6 +84,13 @@ impl SqlxStore<Sqlite> {
         create_private(options.get_filename())?;
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
+            // No reaping of idle or old connections: sqlx 0.9.0's task for it counts the idle
+            // connections while a release may be between queueing one and counting it, and a count
+            // read below zero (wrapped) makes it loop without yielding: a core spun for good, and
+            // a process that cannot exit. The pool is bounded; a dead connection fails its
+            // statement.
+            .idle_timeout(None)
+            .max_lifetime(None)
             // A ping is a round trip to the connection's worker thread on every acquire, and
             // a connection to a local file has no peer that could have gone away.
             .test_before_acquire(false)
@@ -182,6 +189,9 @@ pub(crate) fn writer_pool(pool: &SqlitePool) -> SqlitePool {
     SqlitePoolOptions::new()
         .max_connections(1)
         .test_before_acquire(false)
+        // See `connect_with`: no reaping task.
+        .idle_timeout(None)
+        .max_lifetime(None)
         .acquire_timeout(options.get_acquire_timeout().min(DEFAULT_BUSY_TIMEOUT))
         // See `reusable`.
         .before_acquire(|conn, meta| Box::pin(async move { Ok(reusable(conn, &meta)) }))
@@ -210,6 +220,23 @@ impl crate::backend::Sealed for Sqlite {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The store's pools run no task of sqlx's that reaps connections (see `connect_with`):
+    /// neither an idle timeout nor a lifetime is set.
+    #[tokio::test]
+    async fn no_reaping_task_runs_beside_the_pools() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("r.db").display());
+        let options = SqliteConnectOptions::from_str(&url)
+            .unwrap()
+            .create_if_missing(true);
+        let store = SqliteStore::connect_with(options).await.unwrap();
+        let writer = writer_pool(store.pool());
+        for pool in [store.pool(), &writer] {
+            assert_eq!(pool.options().get_idle_timeout(), None);
+            assert_eq!(pool.options().get_max_lifetime(), None);
+        }
+    }
 
     /// With no busy wait at all, 16 concurrent write transactions of one store all begin:
     /// they queue for the writer instead of meeting SQLite's lock.
