@@ -11,6 +11,7 @@ use std::time::Duration;
 use idemkey_core::ActorCaps;
 use idemkey_server::{
     Database, Limits, REPLAY_CACHE_BYTES, RedisRecords, RedisSetup, on_sql_backend, open_redis,
+    redact,
 };
 use idemkey_sqlx::SqlxStore;
 use idemkey_tower::Sweeper;
@@ -19,8 +20,9 @@ use tokio::net::TcpListener;
 
 use crate::{Mode, NotesConfig, NotesDb, router, router_with_records};
 
-/// Everything the service needs besides the notes' own settings.
-#[derive(Clone, Debug)]
+/// Everything the service needs besides the notes' own settings. `Debug` shows the URLs
+/// redacted.
+#[derive(Clone)]
 pub struct ServiceOptions {
     /// The address to listen on (port 0 picks a free one; [`Ready::addr`] says which).
     pub listen: SocketAddr,
@@ -38,6 +40,24 @@ pub struct ServiceOptions {
     /// The problem types' base URL, set once for the process
     /// ([`set_type_base`](idemkey_core::problem::set_type_base)).
     pub problem_base: Option<String>,
+}
+
+impl std::fmt::Debug for ServiceOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let records = self
+            .records
+            .as_ref()
+            .map(|(url, setup)| (redact(url), setup));
+        f.debug_struct("ServiceOptions")
+            .field("listen", &self.listen)
+            .field("database_url", &redact(&self.database_url))
+            .field("records", &records)
+            .field("replay_cache", &self.replay_cache)
+            .field("actor_caps", &self.actor_caps)
+            .field("limits", &self.limits)
+            .field("problem_base", &self.problem_base)
+            .finish()
+    }
 }
 
 /// What the service tells its caller once it listens.
@@ -222,5 +242,29 @@ impl Start {
         store.close().await;
         tracing::info!("stopped");
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_options_debug_form_hides_passwords() {
+        let options = ServiceOptions {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            database_url: "postgres://u:hunter2@db/notes".to_owned(),
+            records: Some(("redis://:hunter3@r:6379".to_owned(), RedisSetup::default())),
+            replay_cache: None,
+            actor_caps: ActorCaps::new(),
+            limits: Limits::default(),
+            problem_base: None,
+        };
+        let shown = format!("{options:?}");
+        assert!(
+            !shown.contains("hunter2") && !shown.contains("hunter3"),
+            "{shown}"
+        );
+        assert!(shown.contains("db/notes"), "{shown}");
     }
 }
