@@ -89,7 +89,7 @@ impl SqlxStore<Sqlite> {
             // read below zero (wrapped) makes it loop without yielding: a core spun for good, and
             // a process that cannot exit. The pool is bounded; a dead connection fails its
             // statement.
-            // See sqlx issue 3645.
+            // Reported to sqlx as "100% CPU in spawn_maintenance_tasks".
             .idle_timeout(None)
             .max_lifetime(None)
             // A ping is a round trip to the connection's worker thread on every acquire, and
