@@ -77,8 +77,8 @@ pub use protocol::{
     previous_attempt_unknown, retry_after,
 };
 pub use record::{
-    Claim, ClaimRequest, DEFAULT_LEASE, DEFAULT_RETENTION, MAX_REQUEST_ID_LEN, OwnerId, Record,
-    RecordId, RecordState,
+    Claim, ClaimFlush, ClaimRequest, DEFAULT_LEASE, DEFAULT_RETENTION, MAX_REQUEST_ID_LEN, OwnerId,
+    Record, RecordId, RecordState,
 };
 #[cfg(feature = "replay-cache")]
 pub use replay_cache::{CacheKey, ReplayCache};

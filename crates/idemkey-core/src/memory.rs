@@ -310,6 +310,11 @@ impl Store for MemoryStore {
         Ok(())
     }
 
+    /// Nothing to wait for: the memory store keeps nothing across a crash.
+    async fn flush_claim(&self, _claim: &Claim) -> Result<()> {
+        Ok(())
+    }
+
     async fn extend(&self, claim: &mut Claim) -> Result<()> {
         let acquired = Instant::now();
         let now = self.clock.now_ms();

@@ -130,6 +130,30 @@ pub struct ClaimRequest {
     /// ([`crate::Store::beat`]): its claim is then stale once either its lease or its owner's
     /// heartbeat has run out. Defaults to `None`: the lease alone.
     pub owner: Option<OwnerId>,
+    /// When a granted claim must be on disk. Defaults to [`ClaimFlush::OnClaim`].
+    pub flush: ClaimFlush,
+}
+
+/// When a granted claim must be on disk (behaviour
+/// [§8a](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8a-external-effects-lease-mode)).
+///
+/// A claim lost in a power cut costs nothing by itself: the retry claims afresh. It costs a
+/// duplicate only where an effect of the execution outlives the cut without the claim: an
+/// effect outside the store's database (a call under the record's derived keys, a forwarded
+/// request), since the retry's fresh claim gets a new record id, so new derived keys. An
+/// effect committed in the store's own database flushes every earlier write of it with its
+/// commit (one WAL), the claim included, so it needs no flush of the claim's own.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ClaimFlush {
+    /// On disk when [`crate::Store::try_claim`] or [`crate::Store::reclaim`] returns it: for a
+    /// caller that may pass the derived keys out, or forward the request, at once.
+    #[default]
+    OnClaim,
+    /// Committed, maybe not yet on disk, when it is granted: the caller awaits
+    /// [`crate::Store::flush_claim`] before the first effect outside the store's database.
+    /// A store that cannot defer the flush makes the claim durable all the same.
+    Deferred,
 }
 
 /// The longest request id a record keeps, in bytes (behaviour [§11](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#11-security)): a client's
@@ -153,6 +177,7 @@ impl ClaimRequest {
             retention: DEFAULT_RETENTION,
             request_id: None,
             owner: None,
+            flush: ClaimFlush::OnClaim,
         }
     }
 
@@ -160,6 +185,13 @@ impl ClaimRequest {
     #[must_use]
     pub fn owner(mut self, owner: OwnerId) -> Self {
         self.owner = Some(owner);
+        self
+    }
+
+    /// Sets when a granted claim must be on disk.
+    #[must_use]
+    pub fn flush(mut self, flush: ClaimFlush) -> Self {
+        self.flush = flush;
         self
     }
 

@@ -78,6 +78,17 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// whose external effects used its derived keys.
     fn discard(&self, claim: &Claim) -> impl Future<Output = Result<()>> + Send;
 
+    /// Returns once `claim` is on disk, if it was granted with [`ClaimFlush::Deferred`]
+    /// (behaviour [§8a](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8a-external-effects-lease-mode)):
+    /// await it before the first effect outside the store's database under the claim. A
+    /// store that grouped the claim's commit waits for a flush that covers it, shared with
+    /// every caller that asks meanwhile; a store whose claims are durable when granted
+    /// returns at once. No default: a store that wraps another must pass it on, or a
+    /// deferred claim would never be flushed.
+    ///
+    /// [`ClaimFlush::Deferred`]: crate::ClaimFlush::Deferred
+    fn flush_claim(&self, claim: &Claim) -> impl Future<Output = Result<()>> + Send;
+
     /// Renews the lease for another `claim.lease`, if `claim` still holds it (heartbeat).
     fn extend(&self, claim: &mut Claim) -> impl Future<Output = Result<()>> + Send;
 

@@ -10,8 +10,8 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use idemkey_core::fingerprint::is_json_media_type;
 use idemkey_core::{Claim, DerivedKeys};
-use idemkey_tower::Actor;
 use idemkey_tower::atomic::{DbError, Tx};
+use idemkey_tower::{Actor, Keys};
 use serde::Deserialize;
 use sqlx::pool::PoolConnection;
 
@@ -85,14 +85,26 @@ fn created(note: &Note) -> Response {
 /// release, behaviour [§8a](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8a-external-effects-lease-mode)), so the note's id is derived from the record and the insert
 /// happens once: a re-execution answers with the note an earlier execution wrote, if one
 /// committed.
+///
+/// In the layer's transaction the note commits with the stored response or not at all, so a
+/// re-execution never finds an earlier one: the note needs no derived id there, and the
+/// claim no flush of its own (the transaction's commit flushes it, `idemkey_tower::Keys`).
 pub(crate) async fn create_lease<DB: NotesDb>(
     Extension(actor): Extension<Actor>,
-    keys: Option<Extension<DerivedKeys>>,
+    keys: Option<Keys>,
     mut writer: LeaseWriter<DB>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let note = match lease_note(keys, &headers, &body) {
+    let on_its_own = matches!(writer, LeaseWriter::Conn(_));
+    let keys = match keys {
+        Some(keys) if on_its_own => match keys.get().await {
+            Ok(keys) => Some(keys),
+            Err(error) => return problems::unavailable(&error),
+        },
+        _ => None,
+    };
+    let note = match lease_note(keys.as_ref(), &headers, &body) {
         Ok(note) => note,
         Err(rejection) => return rejection,
     };
@@ -127,6 +139,11 @@ impl<DB: NotesDb> FromRequestParts<AppState<DB>> for LeaseWriter<DB> {
         if state.transactional && parts.extensions.get::<Claim>().is_some() {
             return Tx::from_request_parts(parts, state).await.map(Self::Tx);
         }
+        // A keyed note written on its own takes its id from the derived keys, so its claim
+        // goes to disk first: before the writer is taken, which a flush must not hold.
+        if let Some(keys) = Keys::from_extensions(&parts.extensions) {
+            keys.get().await.map_err(|e| problems::unavailable(&e))?;
+        }
         match state.store.write_conn().await {
             Ok(conn) => Ok(Self::Conn(conn)),
             Err(error) => Err(problems::unavailable(&error)),
@@ -134,16 +151,17 @@ impl<DB: NotesDb> FromRequestParts<AppState<DB>> for LeaseWriter<DB> {
     }
 }
 
-/// The validated note, its id derived from the record's keys when the request has a key.
+/// The validated note, its id derived from the record's keys when they are given (a keyed note
+/// written on its own).
 #[allow(clippy::result_large_err)]
 fn lease_note(
-    keys: Option<Extension<DerivedKeys>>,
+    keys: Option<&DerivedKeys>,
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<Note, Response> {
     let mut note = validate(headers, body)?;
-    if let Some(Extension(keys)) = keys {
-        note.id = derived_id(&keys);
+    if let Some(keys) = keys {
+        note.id = derived_id(keys);
     }
     Ok(note)
 }

@@ -25,7 +25,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use idemkey_core::{DerivedKeys, Problem, ProblemKind, Verdict};
-use idemkey_tower::{NotExecuted, problem_response};
+use idemkey_tower::{Keys, NotExecuted, problem_response};
 
 use crate::headers::{framed_twice, set_forwarded, strip_hop_by_hop, strip_length};
 use crate::upstream::Upstream;
@@ -90,12 +90,18 @@ impl Forward {
         parts.headers.remove(&self.derived_key_header);
         // The same for every execution of one record: an upstream that deduplicates on it
         // turns a re-execution after a crash or a lost reply into a no-op.
-        if let Some(keys) = parts.extensions.get::<DerivedKeys>()
+        // A recorded request's claim is on disk before anything leaves: a claim lost in a
+        // power cut after the forward would be claimed afresh, and forwarded again.
+        let keys = match recorded_keys(&parts.extensions).await {
+            Ok(keys) => keys,
+            Err(response) => return response,
+        };
+        if let Some(keys) = &keys
             && let Ok(value) = HeaderValue::from_str(&keys.key("upstream"))
         {
             parts.headers.insert(self.derived_key_header.clone(), value);
         }
-        let recorded = parts.extensions.get::<DerivedKeys>().is_some();
+        let recorded = keys.is_some();
         let method = parts.method.clone();
         parts.version = http::Version::HTTP_11;
         let body_failed = Arc::new(AtomicBool::new(false));
@@ -227,6 +233,26 @@ fn within(body: Body, idle: Duration) -> Body {
             }
         });
     Body::new(StreamBody::new(frames))
+}
+
+/// The derived keys of a request the layer recorded, once its claim is on disk; `None` for
+/// one it did not record. A flush that failed answers 503 `store-unavailable`: nothing was
+/// forwarded.
+async fn recorded_keys(
+    extensions: &http::Extensions,
+) -> Result<Option<DerivedKeys>, Response<Body>> {
+    let Some(keys) = Keys::from_extensions(extensions) else {
+        return Ok(None);
+    };
+    match keys.get().await {
+        Ok(keys) => Ok(Some(keys)),
+        Err(error) => {
+            tracing::warn!(%error, "the claim could not be made durable; not forwarded");
+            let mut response = idemkey_tower::store_unavailable();
+            response.extensions_mut().insert(NotExecuted);
+            Err(response)
+        }
+    }
 }
 
 /// The client's body could not be read: the upstream got no whole request.

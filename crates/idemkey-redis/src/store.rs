@@ -465,6 +465,12 @@ where
         Ok(())
     }
 
+    /// Nothing to wait for: a fresh claim waits before it is granted, whatever its
+    /// [`idemkey_core::ClaimFlush`] (`durable.rs`).
+    async fn flush_claim(&self, _claim: &Claim) -> Result<()> {
+        Ok(())
+    }
+
     async fn extend(&self, claim: &mut Claim) -> Result<()> {
         let acquired = Instant::now();
         let mut invocation = self.held(&scripts().extend, claim);

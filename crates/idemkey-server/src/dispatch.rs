@@ -44,6 +44,10 @@ impl Store for Database {
         on_backend!(self, store => store.discard(claim).await)
     }
 
+    async fn flush_claim(&self, claim: &Claim) -> Result<()> {
+        on_backend!(self, store => store.flush_claim(claim).await)
+    }
+
     async fn extend(&self, claim: &mut Claim) -> Result<()> {
         on_backend!(self, store => store.extend(claim).await)
     }

@@ -87,6 +87,10 @@ impl Store for BugStore {
         skewed(self.skew(), self.inner.discard(claim)).await
     }
 
+    async fn flush_claim(&self, claim: &Claim) -> Result<()> {
+        self.inner.flush_claim(claim).await
+    }
+
     async fn extend(&self, claim: &mut Claim) -> Result<()> {
         let mut forged = self.forged(claim, self.unfenced()).await;
         let extended = skewed(self.skew(), self.inner.extend(&mut forged)).await;

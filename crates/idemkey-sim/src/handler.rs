@@ -8,8 +8,8 @@ use std::time::Duration;
 use axum::body::Body;
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
-use idemkey_core::{Claim, DerivedKeys};
-use idemkey_tower::Actor;
+use idemkey_core::Claim;
+use idemkey_tower::{Actor, Keys};
 
 use crate::history::{Event, Exec};
 use crate::world::{Executor, World, ms};
@@ -38,7 +38,7 @@ pub(crate) async fn handle(
     let (parts, sent) = request.into_parts();
     let (Some(claim), Some(keys), Some(actor)) = (
         parts.extensions.get::<Claim>(),
-        parts.extensions.get::<DerivedKeys>(),
+        Keys::from_extensions(&parts.extensions),
         parts.extensions.get::<Actor>(),
     ) else {
         // The layer always provides them; without them there is nothing to do but say so.
@@ -60,6 +60,10 @@ pub(crate) async fn handle(
     });
     work(&world).await;
     step(&world, exec, fate.pause_before, fate.kill_before).await;
+    // The claim on disk before the key leaves (the memory store's is at once).
+    let Ok(keys) = keys.get().await else {
+        return Ok(status(StatusCode::SERVICE_UNAVAILABLE, "claim not durable"));
+    };
     let (effect, fresh) = world.external.call(&keys.key("effect"), exec.record);
     world.log(Event::Effect {
         exec,

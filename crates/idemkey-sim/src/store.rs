@@ -241,6 +241,10 @@ impl Store for SimStore {
         self.run(call, self.inner.discard(claim), settled).await
     }
 
+    async fn flush_claim(&self, claim: &Claim) -> Result<()> {
+        self.inner.flush_claim(claim).await
+    }
+
     async fn extend(&self, claim: &mut Claim) -> Result<()> {
         let call = self.call(OpKind::Extend, Some(&claim.scope), Some(claim));
         self.run(call, self.inner.extend(claim), settled).await

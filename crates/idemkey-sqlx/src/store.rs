@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idemkey_core::{
-    ActorCaps, ActorForgotten, Claim, ClaimRequest, DerivedKeys, Error, Record, Result, Scope,
-    Store, StoredResponse, TryClaim,
+    ActorCaps, ActorForgotten, Claim, ClaimFlush, ClaimRequest, DerivedKeys, Error, Record, Result,
+    Scope, Store, StoredResponse, TryClaim,
 };
 use sqlx::pool::PoolConnection;
 use sqlx::{Pool, Transaction};
@@ -190,7 +190,7 @@ impl<DB: Backend> SqlxStore<DB> {
                 break;
             }
         }
-        self.grouped(conn, outcome).await
+        self.claimed(conn, outcome, request.flush).await
     }
 
     /// Lease mode's claim under per-actor caps: the claim and the check in one short write
@@ -211,7 +211,7 @@ impl<DB: Backend> SqlxStore<DB> {
         }
         // Like the unconfined claim, a lost reply here is not `OutcomeUnknown`: nothing ran.
         tx.commit().await.map_err(store_error::<DB>)?;
-        if relaxed {
+        if relaxed && request.flush == ClaimFlush::OnClaim {
             DB::flush(&self.settings).await?;
         }
         Ok(outcome)
@@ -327,6 +327,18 @@ impl<DB: Backend> SqlxStore<DB> {
         Ok(written)
     }
 
+    /// [`Self::grouped`] for a claim: its flush is left to [`Store::flush_claim`] when the
+    /// request deferred it.
+    async fn claimed<T>(
+        &self,
+        (conn, relaxed): (PoolConnection<DB>, bool),
+        written: Result<T>,
+        flush: ClaimFlush,
+    ) -> Result<T> {
+        let relaxed = relaxed && flush == ClaimFlush::OnClaim;
+        self.grouped((conn, relaxed), written).await
+    }
+
     pub(crate) async fn conn(&self) -> Result<PoolConnection<DB>> {
         self.pool.acquire().await.map_err(store_error::<DB>)
     }
@@ -400,7 +412,13 @@ impl<DB: Backend> Store for SqlxStore<DB> {
     async fn reclaim(&self, request: &ClaimRequest, seen: &Record) -> Result<Option<Claim>> {
         let mut conn = self.grouped_conn().await?;
         let reclaimed = DB::reclaim(&mut conn.0, request, seen).await;
-        self.grouped(conn, reclaimed).await
+        self.claimed(conn, reclaimed, request.flush).await
+    }
+
+    async fn flush_claim(&self, _claim: &Claim) -> Result<()> {
+        // Every commit of the file before this call, the claim's included: a grouped commit
+        // returns before its flush, never before its frames are in the WAL.
+        DB::flush(&self.settings).await
     }
 
     async fn complete(&self, claim: &Claim, response: &StoredResponse) -> Result<()> {

@@ -52,9 +52,9 @@
 //! - The store decides: replay the stored response (`Idempotent-Replayed: true`), reject a
 //!   different request (`key-reused`, 422), answer a running duplicate (`request-in-flight`,
 //!   409, or wait for it), or claim and execute.
-//! - The claiming request runs the inner service in a task of its own, with
-//!   [`DerivedKeys`](idemkey_core::DerivedKeys) and the [`Claim`](idemkey_core::Claim) in its
-//!   extensions, renewing the lease meanwhile; the response is then stored, released or
+//! - The claiming request runs the inner service in a task of its own, with [`Keys`] (its
+//!   [`DerivedKeys`](idemkey_core::DerivedKeys), handed out once the claim is on disk) and
+//!   the [`Claim`](idemkey_core::Claim) in its extensions, renewing the lease meanwhile; the response is then stored, released or
 //!   rejected by the [`ResponsePolicy`] (by default
 //!   [`StatusPolicy::Default`](idemkey_core::StatusPolicy::Default): the statuses that reject
 //!   a request as sent are not stored and free the key). A handler can mark one response
@@ -87,6 +87,7 @@ mod config;
 mod executions;
 mod extensions;
 mod future;
+mod keys;
 pub mod lease;
 mod misconfig;
 mod observe;
@@ -107,6 +108,7 @@ pub use config::Config;
 pub use executions::Executions;
 pub use extensions::{Actor, NotExecuted};
 pub use future::ResponseFuture;
+pub use keys::Keys;
 pub use lease::{Idempotency, IdempotencyLayer, OwnerHeartbeat};
 pub use operation::{DefaultOperation, MakeOperation};
 pub use policy::ResponsePolicy;

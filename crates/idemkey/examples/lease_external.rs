@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
-use axum::{Extension, Router, middleware};
-use idemkey::{Actor, DerivedKeys, IdempotencyLayer, SqliteStore};
+use axum::{Router, middleware};
+use idemkey::{Actor, IdempotencyLayer, Keys, SqliteStore};
 
 /// The payment service: charges each idempotency key once.
 async fn charge(
@@ -35,8 +35,14 @@ async fn charge(
 /// The application's handler: one charge per order, under the order's derived key.
 async fn create_order(
     State(payments): State<String>,
-    Extension(keys): Extension<DerivedKeys>,
+    keys: Keys,
 ) -> Result<(StatusCode, String), StatusCode> {
+    // The claim is on disk before the key leaves: a claim lost in a power cut would be
+    // claimed afresh under a new record id, so new keys, and the charge made twice.
+    let keys = keys
+        .get()
+        .await
+        .map_err(|_| StatusCode::SERVICE_UNAVAILABLE)?;
     let charged = reqwest::Client::new()
         .post(&payments)
         .header("idempotency-key", keys.key("charge"))

@@ -11,9 +11,10 @@
 //! **Lease mode** protects any handler, including ones that call other systems: the request
 //! is claimed, the handler runs, its response is stored. The handler may run again for the
 //! same request (after a crash, or after a 5xx released the claim), so each call it makes to
-//! another system carries a key derived from the request: the handler takes
-//! [`DerivedKeys`] from the request's extensions with axum's `Extension` and passes
-//! `keys.key("charge")` to the other system's own idempotency mechanism. The layer's settings
+//! another system carries a key derived from the request: the handler takes [`Keys`], gets
+//! its [`DerivedKeys`] with `keys.get().await` (which waits, the first time, until the claim
+//! is on disk) and passes `keys.key("charge")` to the other system's own idempotency
+//! mechanism. The layer's settings
 //! are a [`Config`], applied with [`IdempotencyLayer::with_config`]; a
 //! [`Sweeper`](crate::tower::Sweeper) deletes expired records while the application runs.
 //!
@@ -23,9 +24,9 @@
 //! use std::time::Duration;
 //!
 //! use axum::http::StatusCode;
-//! use axum::{Extension, Router, body::Body, extract::Request, middleware, routing::post};
+//! use axum::{Router, body::Body, extract::Request, middleware, routing::post};
 //! use idemkey::tower::Sweeper;
-//! use idemkey::{Actor, Config, DerivedKeys, IdempotencyLayer, SqliteStore};
+//! use idemkey::{Actor, Config, IdempotencyLayer, Keys, SqliteStore};
 //! use tower::ServiceExt;
 //! # use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 //! # static CHARGES: AtomicUsize = AtomicUsize::new(0);
@@ -37,8 +38,9 @@
 //! }
 //!
 //! async fn create_order(
-//!     Extension(keys): Extension<DerivedKeys>,
+//!     keys: Keys,
 //! ) -> Result<(StatusCode, &'static str), StatusCode> {
+//!     let keys = keys.get().await.map_err(|_| StatusCode::SERVICE_UNAVAILABLE)?;
 //!     // The same key on every run of this request, so a second run cannot charge twice.
 //!     charge(keys.key("charge"), 4200).await.map_err(|_| StatusCode::BAD_GATEWAY)?;
 //!     Ok((StatusCode::CREATED, r#"{"id":"o1"}"#))
@@ -145,8 +147,8 @@ pub struct ReadmeDoctests;
 
 #[cfg(feature = "axum")]
 pub use idemkey_tower::{
-    Actor, Config, DefaultOperation, Idempotency, IdempotencyLayer, MakeOperation, NotExecuted,
-    ResponsePolicy,
+    Actor, Config, DefaultOperation, Idempotency, IdempotencyLayer, Keys, MakeOperation,
+    NotExecuted, ResponsePolicy,
 };
 
 /// The tower/axum layer and its building blocks (`idemkey-tower`).

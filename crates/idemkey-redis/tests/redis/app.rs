@@ -17,9 +17,9 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use http::header::{CONTENT_TYPE, LOCATION};
 use http::{HeaderMap, StatusCode};
-use idemkey_core::{DerivedKeys, Key, Operation, Record, Scope, Store as _};
+use idemkey_core::{Key, Operation, Record, Scope, Store as _};
 use idemkey_redis::{RedisOptions, RedisStore};
-use idemkey_tower::{Actor, Config, IdempotencyLayer};
+use idemkey_tower::{Actor, Config, IdempotencyLayer, Keys};
 use tokio::sync::{Semaphore, oneshot};
 use tokio::task::JoinHandle;
 
@@ -112,7 +112,8 @@ struct Handler {
 /// the test (on `release`, or frozen on `frozen`) and answers 201 `{"n":<run>,"len":<body>}`.
 async fn gated(State(handler): State<Handler>, request: Request) -> Response {
     let ctx = &handler.ctx;
-    if let Some(keys) = request.extensions().get::<DerivedKeys>() {
+    if let Some(keys) = Keys::from_extensions(request.extensions()) {
+        let keys = keys.get().await.unwrap();
         ctx.derived.lock().unwrap().push(keys.key("charge"));
     }
     let n = ctx.runs.fetch_add(1, Ordering::SeqCst) + 1;

@@ -344,6 +344,41 @@ mod tests {
         store.close().await;
     }
 
+    /// A deferred claim (the layer's) returns without a sync, syncs held off or not; its
+    /// flush comes with `flush_claim`, which waits for a sync that begins after the call.
+    /// Without the deferral the claim would not return while syncs are held off.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_deferred_claim_waits_for_no_sync_until_its_flush_is_asked_for() {
+        use idemkey_core::{ClaimFlush, Store, TryClaim};
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_in(&dir).await;
+        let flush = store.settings.grouping.flush().expect("group commit is on");
+        let (syncs, taken) = flush.counts();
+        let held = flush.hold().await;
+        let request = claim_request("deferred").flush(ClaimFlush::Deferred);
+        let claimed = tokio::time::timeout(Duration::from_secs(30), store.try_claim(&request))
+            .await
+            .expect("a deferred claim waits for no sync")
+            .unwrap();
+        let TryClaim::Claimed(claim) = claimed else {
+            panic!("granted");
+        };
+        assert_eq!(flush.counts(), (syncs, taken), "no ticket taken, no sync");
+        let flushing = tokio::spawn({
+            let (store, claim) = (store.clone(), claim.clone());
+            async move { store.flush_claim(&claim).await }
+        });
+        while flush.counts().1 < taken + 1 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!flushing.is_finished(), "the flush waits for a sync");
+        drop(held);
+        flushing.await.unwrap().unwrap();
+        assert_eq!(flush.counts().0, syncs + 1, "one sync");
+        store.close().await;
+    }
+
     /// The sync level of the writer's connection, as a write of the store or the
     /// application's transaction on it sees it.
     async fn writer_level(store: &SqliteStore, in_transaction: bool) -> i64 {

@@ -10,6 +10,8 @@ use futures_util::FutureExt;
 use http::{Request, Response};
 use http_body::Body as HttpBody;
 use idemkey_core::{BoxError, Claim, DerivedKeys, Store, Verdict};
+
+use crate::Keys;
 use tower::Service;
 
 use super::heartbeat::Heartbeat;
@@ -58,7 +60,7 @@ where
         ..
     } = shared;
     let extensions = request.extensions_mut();
-    extensions.insert(DerivedKeys::new(secret, claim.record_id));
+    extensions.insert(keys(&store, &claim, secret));
     extensions.insert(claim.clone());
     let offered = transactions.offer(extensions);
     let granted = claim.clone();
@@ -99,6 +101,16 @@ where
     let claim = stopping.await;
     settle_in_store(&store, &claim, settle).await;
     result
+}
+
+/// The execution's derived keys, handed out once `claim` is on disk (`keys.rs`).
+fn keys<St: Store>(store: &St, claim: &Claim, secret: Arc<[u8]>) -> Keys {
+    let (store, flushed) = (store.clone(), claim.clone());
+    let flush = move || {
+        let (store, claim) = (store.clone(), flushed.clone());
+        Box::pin(async move { store.flush_claim(&claim).await }) as _
+    };
+    Keys::new(DerivedKeys::new(secret, claim.record_id), Box::new(flush))
 }
 
 async fn settle_response<B>(response: Response<B>, config: &Config) -> (Response<Body>, Settle)

@@ -278,6 +278,9 @@ mod tests {
         async fn discard(&self, claim: &Claim) -> Result<(), Error> {
             self.inner.discard(claim).await
         }
+        async fn flush_claim(&self, claim: &Claim) -> Result<(), Error> {
+            self.inner.flush_claim(claim).await
+        }
         async fn extend(&self, claim: &mut Claim) -> Result<(), Error> {
             self.inner.extend(claim).await
         }

@@ -14,9 +14,9 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
-use axum::{Extension, Json, Router};
-use idemkey_core::DerivedKeys;
+use axum::{Json, Router};
 use idemkey_sqlx::SqliteStore;
+use idemkey_tower::Keys;
 use idemkey_tower::{Config, IdempotencyLayer};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
@@ -50,8 +50,11 @@ async fn charge(State(payments): State<Arc<Payments>>, headers: HeaderMap) -> St
 /// The application's handler: one charge under the record's derived key.
 async fn order(
     State(payments_url): State<Arc<String>>,
-    Extension(keys): Extension<DerivedKeys>,
+    keys: Keys,
 ) -> (StatusCode, Json<serde_json::Value>) {
+    let Ok(keys) = keys.get().await else {
+        return (StatusCode::SERVICE_UNAVAILABLE, Json(serde_json::json!({})));
+    };
     let key = keys.key("charge");
     let charged = reqwest::Client::new()
         .post(payments_url.as_str())

@@ -13,7 +13,7 @@ use axum::{Extension, Router};
 use bytes::Bytes;
 use http::StatusCode;
 use http::header::{CONTENT_TYPE, LOCATION, SET_COOKIE};
-use idemkey_core::DerivedKeys;
+use idemkey_tower::Keys;
 use idemkey_tower::{Actor, NotExecuted};
 
 use super::Ctx;
@@ -62,8 +62,15 @@ pub(super) async fn probe(State(ctx): State<Arc<Ctx>>, request: Request, next: N
 }
 
 /// Counts a run and records its derived key; returns the run's number.
-fn run(ctx: &Ctx, request: &Request) -> usize {
-    if let Some(keys) = request.extensions().get::<DerivedKeys>() {
+fn run<'a>(ctx: &'a Ctx, request: &Request) -> impl Future<Output = usize> + Send + 'a {
+    // Not an `async fn`: its future would hold the `&Request`, which is not `Send`.
+    let keys = Keys::from_extensions(request.extensions());
+    counted(ctx, keys)
+}
+
+async fn counted(ctx: &Ctx, keys: Option<Keys>) -> usize {
+    if let Some(keys) = keys {
+        let keys = keys.get().await.expect("the claim is on disk");
         ctx.derived
             .lock()
             .expect("not poisoned")
@@ -92,31 +99,31 @@ async fn created(n: usize, request: Request) -> Response {
 }
 
 async fn notes(State(ctx): State<Arc<Ctx>>, request: Request) -> Response {
-    created(run(&ctx, &request), request).await
+    created(run(&ctx, &request).await, request).await
 }
 
 async fn gated(State(ctx): State<Arc<Ctx>>, request: Request) -> Response {
-    let n = run(&ctx, &request);
+    let n = run(&ctx, &request).await;
     ctx.entered.raise(1);
     ctx.release.take().await;
     created(n, request).await
 }
 
 async fn flaky(State(ctx): State<Arc<Ctx>>, request: Request) -> Response {
-    match run(&ctx, &request) {
+    match run(&ctx, &request).await {
         1 => (StatusCode::INTERNAL_SERVER_ERROR, "upstream failed").into_response(),
         n => created(n, request).await,
     }
 }
 
 async fn panics(State(ctx): State<Arc<Ctx>>, request: Request) -> Response {
-    let n = run(&ctx, &request);
+    let n = run(&ctx, &request).await;
     assert!(n != 1, "the first run panics on purpose");
     created(n, request).await
 }
 
 async fn validate(State(ctx): State<Arc<Ctx>>, request: Request) -> Response {
-    let n = run(&ctx, &request);
+    let n = run(&ctx, &request).await;
     let (parts, body) = request.into_parts();
     let bytes = axum::body::to_bytes(body, usize::MAX)
         .await
@@ -135,7 +142,7 @@ async fn validate(State(ctx): State<Arc<Ctx>>, request: Request) -> Response {
 
 /// Fails, then rejects as not executed, then succeeds.
 async fn shaky(State(ctx): State<Arc<Ctx>>, request: Request) -> Response {
-    match run(&ctx, &request) {
+    match run(&ctx, &request).await {
         1 => (StatusCode::BAD_GATEWAY, "upstream failed").into_response(),
         2 => (StatusCode::BAD_REQUEST, Extension(NotExecuted), "not now").into_response(),
         n => created(n, request).await,
@@ -143,23 +150,23 @@ async fn shaky(State(ctx): State<Arc<Ctx>>, request: Request) -> Response {
 }
 
 async fn missing(State(ctx): State<Arc<Ctx>>, request: Request) -> Response {
-    run(&ctx, &request);
+    run(&ctx, &request).await;
     (StatusCode::NOT_FOUND, "no such parent").into_response()
 }
 
 async fn gone(State(ctx): State<Arc<Ctx>>, request: Request) -> Response {
-    run(&ctx, &request);
+    run(&ctx, &request).await;
     (StatusCode::GONE, "the offer has ended").into_response()
 }
 
 async fn big(State(ctx): State<Arc<Ctx>>, request: Request) -> Response {
-    run(&ctx, &request);
+    run(&ctx, &request).await;
     let headers = [(CONTENT_TYPE, "text/plain")];
     (StatusCode::CREATED, headers, "x".repeat(100)).into_response()
 }
 
 async fn stream(State(ctx): State<Arc<Ctx>>, request: Request) -> Response {
-    run(&ctx, &request);
+    run(&ctx, &request).await;
     let chunks = ["one ", "two ", "three"].map(|c| Ok::<_, Infallible>(Bytes::from(c)));
     let body = Body::from_stream(futures_util::stream::iter(chunks));
     (StatusCode::OK, [(CONTENT_TYPE, "text/plain")], body).into_response()

@@ -135,6 +135,10 @@ impl Store for TestStore {
         done
     }
 
+    async fn flush_claim(&self, claim: &Claim) -> Result<()> {
+        self.inner.flush_claim(claim).await
+    }
+
     async fn extend(&self, claim: &mut Claim) -> Result<()> {
         let done = self.inner.extend(claim).await;
         if done.is_ok() {
