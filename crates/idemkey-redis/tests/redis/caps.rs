@@ -1,6 +1,8 @@
-//! Per-actor caps (behaviour §11) on a standalone server and on a cluster: an actor at a cap
-//! is refused and nothing is created, a retry of an existing record is answered from it,
-//! concurrent requests are counted one at a time, and a discard or a forget makes room.
+//! Per-actor caps (behaviour §11) on a standalone server, where the claim and completion
+//! scripts keep each actor's ledger, and on a cluster, where the ledger has scripts of its
+//! own: an actor at a cap is refused and nothing is created, a retry of an existing record is
+//! answered from it, concurrent requests are counted one at a time, and a discard or a forget
+//! makes room. Then what a keyed create costs the server: two scripts, caps or not.
 
 use std::time::Duration;
 
@@ -8,7 +10,8 @@ use idemkey_core::testkit::LONG;
 use idemkey_core::{
     ActorCaps, Cap, ClaimRequest, Error, Fingerprint, Operation, Store, StoredResponse, TryClaim,
 };
-use idemkey_test_support::process::redis::Cluster;
+use idemkey_redis::{RedisOptions, RedisStore};
+use idemkey_test_support::process::redis::{Cluster, RedisServer};
 
 use crate::common::{Store as Redis, standalone_store, store_at, unique_prefix};
 
@@ -143,4 +146,30 @@ async fn caps_hold_on_a_cluster() {
     records_cap(cluster_store().await).await;
     bytes_cap(cluster_store().await).await;
     concurrent_requests(cluster_store().await).await;
+}
+
+/// Scripts a keyed create (claim, then completion) runs on a server of its own, and the
+/// commands they run, from `INFO commandstats` after a `CONFIG RESETSTAT`. Another key's
+/// create first, so that both scripts are loaded.
+async fn calls_per_create(caps: ActorCaps) -> (u64, String) {
+    let server = RedisServer::start(&[]);
+    let options = RedisOptions::new().prefix(unique_prefix());
+    let store = RedisStore::connect_with(&server.url(), &options)
+        .await
+        .unwrap()
+        .with_actor_caps(caps);
+    assert!(create(&store, &keyed("alice", "warm"), 100).await.unwrap());
+    server.cli(&["CONFIG", "RESETSTAT"]);
+    assert!(create(&store, &keyed("alice", "k1"), 100).await.unwrap());
+    let scripts = server.calls("evalsha") + server.calls("eval");
+    (scripts, server.cli(&["INFO", "commandstats"]))
+}
+
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [redis_server])]
+async fn a_keyed_create_is_two_scripts_caps_or_not() {
+    let caps = ActorCaps::new().max_records(100).max_bytes(1 << 20);
+    for caps in [ActorCaps::new(), caps] {
+        let (scripts, stats) = calls_per_create(caps).await;
+        assert_eq!(scripts, 2, "{caps:?}:\n{stats}");
+    }
 }
