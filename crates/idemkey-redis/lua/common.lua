@@ -5,7 +5,8 @@
 --            scopes whose digests collided are never confused;
 --   id       the record id (16 bytes);  v  the operation version;  fp  the fingerprint (32 bytes);
 --   st       0 in flight, 1 released, 2 completed;  tok  the fencing token;
---   lu       lease until (ms, in flight only);  exp  expires at (ms), also the key's PEXPIREAT;
+--   lu       lease until (ms; read in flight only, left stale after a completion or release);
+--   exp      expires at (ms), also the key's PEXPIREAT;
 --   rq       the request id (absent if none);  resp  the encoded response (completed only);
 --   ow       the key of the claim's owner's heartbeat (absent if the claim names no owner);
 --   ot       the token `ow` was set with: the owner is trusted only for that grant (a script
@@ -140,8 +141,9 @@ end
 
 -- Sets the record's expiry to `exp`, in the hash and as the key's own expiry, so that Redis
 -- deletes it then without a sweep. An instant already past deletes the key at once, which is
--- what an expired record is: absent.
-local function expire_at(key, exp)
-  redis.call('HSET', key, 'exp', int(exp))
+-- what an expired record is: absent. The other fields to set (name, value, ...) go in the
+-- same HSET.
+local function expire_at(key, exp, ...)
+  redis.call('HSET', key, 'exp', int(exp), ...)
   redis.call('PEXPIREAT', key, int(exp))
 end

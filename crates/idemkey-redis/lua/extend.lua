@@ -1,4 +1,5 @@
--- KEYS[1]: the record's hash.
+-- KEYS[1]: the record's hash; under per-actor caps on a standalone server, KEYS[2] and
+-- KEYS[3]: the actor's ledger (see ledger.lua).
 -- ARGV[1]: actor, ARGV[2]: operation name, ARGV[3]: key, ARGV[4]: the claim's record id,
 -- ARGV[5]: the claim's token, ARGV[6]: lease (ms), ARGV[7]: retention (ms), ARGV[8]: the claim's
 -- owner id (or '').
@@ -9,6 +10,9 @@ if held(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[8]) == nil th
   return 0
 end
 local lease_until = now + tonumber(ARGV[6])
-redis.call('HSET', KEYS[1], 'lu', int(lease_until))
-expire_at(KEYS[1], lease_until + tonumber(ARGV[7]))
+local exp = lease_until + tonumber(ARGV[7])
+expire_at(KEYS[1], exp, 'lu', int(lease_until))
+if KEYS[2] ~= nil then
+  note(KEYS[2], KEYS[3], KEYS[1], 'renewed', exp, 0)
+end
 return 1

@@ -1,4 +1,5 @@
--- KEYS[1]: the record's hash.
+-- KEYS[1]: the record's hash; under per-actor caps on a standalone server, KEYS[2] and
+-- KEYS[3]: the actor's ledger (see ledger.lua).
 -- ARGV[1]: actor, ARGV[2]: operation name, ARGV[3]: key, ARGV[4]: the record id seen,
 -- ARGV[5]: the token seen, ARGV[6]: lease (ms), ARGV[7]: retention (ms), ARGV[8]: the key of
 -- the owner's heartbeat (or '' for none), ARGV[9]: the owner id (or '').
@@ -16,16 +17,26 @@ if not (r.st == '1' or (r.st == '0' and (tonumber(r.lu) <= now or owner_lapsed(r
 end
 local token = tonumber(r.tok) + 1
 local lease_until = now + tonumber(ARGV[6])
-redis.call('HSET', KEYS[1], 'st', '0', 'tok', int(token), 'lu', int(lease_until))
+local exp = lease_until + tonumber(ARGV[7])
+-- One HSET and at most one HDEL: the owner fields are set anew, or dropped.
+local set = {'st', '0', 'tok', int(token), 'lu', int(lease_until)}
+local drop = {}
 if ARGV[8] ~= '' then
-  redis.call('HSET', KEYS[1], 'ow', ARGV[8], 'ot', int(token))
-else
-  redis.call('HDEL', KEYS[1], 'ow', 'ot')
+  table.insert(set, 'ow'); table.insert(set, ARGV[8])
+  table.insert(set, 'ot'); table.insert(set, int(token))
+elseif r.ow ~= nil or r.ot ~= nil then
+  drop = {'ow', 'ot'}
 end
 if ARGV[9] ~= '' then
-  redis.call('HSET', KEYS[1], 'of', ARGV[9])
-else
-  redis.call('HDEL', KEYS[1], 'of')
+  table.insert(set, 'of'); table.insert(set, ARGV[9])
+elseif r.of ~= nil then
+  table.insert(drop, 'of')
 end
-expire_at(KEYS[1], lease_until + tonumber(ARGV[7]))
+if #drop > 0 then
+  redis.call('HDEL', KEYS[1], unpack(drop))
+end
+expire_at(KEYS[1], exp, unpack(set))
+if KEYS[2] ~= nil then
+  note(KEYS[2], KEYS[3], KEYS[1], 'renewed', exp, 0)
+end
 return token

@@ -176,7 +176,7 @@ impl RedisStore<RedisConnection> {
             .with_prefix(&options.prefix)?
             .with_timeout(options.operation_timeout);
         if standalone {
-            store = store.with_owner_heartbeats();
+            store = store.with_owner_heartbeats().on_one_server();
         }
         if let Some((max_bytes, staleness)) = options.replay_cache {
             let config = AsyncConnectionConfig::new()

@@ -3,7 +3,9 @@
 //!
 //! Every operation is one atomic server-side script (`lua/*.lua`), fenced by the claim's token
 //! and record id and timed by the server's clock (`TIME`), never the application's. Each record
-//! is one hash whose key carries a cluster hash tag, so every script touches one slot. Records
+//! is one hash whose key carries a cluster hash tag, so in a cluster every script touches one
+//! slot (on a standalone server under per-actor caps, the record's scripts also keep the
+//! actor's ledger: a keyed create is two scripts, the claim and the completion). Records
 //! expire by TTL at their logical expiry: [`Store::sweep`](idemkey_core::Store::sweep) has
 //! nothing to do and returns 0.
 //!

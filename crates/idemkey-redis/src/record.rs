@@ -21,6 +21,8 @@ pub(crate) enum Claimed {
     Token(i64),
     /// A live record exists.
     Existing(Record),
+    /// Nothing was created: the actor's caps refuse a new record at this usage.
+    Refused(idemkey_core::ActorUsage),
 }
 
 fn corrupt(what: &str) -> Error {
@@ -110,11 +112,14 @@ pub(crate) fn record(value: Value) -> Result<Record> {
     })
 }
 
-/// `claim.lua`'s `{1, token}` or `{0, record}`.
+/// `claim.lua`'s `{1, token}`, `{0, record}` or the caps' refusal `{2, …}`.
 pub(crate) fn claimed(value: Value) -> Result<Claimed> {
     let Value::Array(parts) = value else {
         return Err(corrupt("a claim reply expected"));
     };
+    if matches!(parts.first(), Some(Value::Int(2))) {
+        return crate::caps::refused(Value::Array(parts)).map(Claimed::Refused);
+    }
     let Ok([tag, rest]) = <[Value; 2]>::try_from(parts) else {
         return Err(corrupt("a claim reply of 2 parts expected"));
     };

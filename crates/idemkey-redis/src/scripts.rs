@@ -23,8 +23,9 @@ pub(crate) struct Scripts {
     pub(crate) forget: Script,
     /// An owner's heartbeat (behaviour §8a).
     pub(crate) beat: Script,
-    /// An actor's ledger under per-actor caps (`lua/ledger.lua` before each): a record about
-    /// to be claimed enters it, and each change of a record is followed in it.
+    /// An actor's ledger under per-actor caps in a cluster, where the record's scripts cannot
+    /// reach it (`lua/ledger.lua`): a record about to be claimed enters it, and each change
+    /// of a record is followed in it. On a standalone server the record's scripts keep it.
     pub(crate) admit: Script,
     pub(crate) note: Script,
 }
@@ -39,26 +40,25 @@ fn script(flags: &str, body: &str) -> Script {
     Script::new(&format!("#!lua{flags}\n{COMMON}\n{body}"))
 }
 
+/// A writing script that may keep an actor's ledger: the ledger's helpers put before it.
+fn ledgered(body: &str) -> Script {
+    script("", &format!("{LEDGER}\n{body}"))
+}
+
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     lookup: script(" flags=no-writes", include_str!("../lua/lookup.lua")),
     cached: script(" flags=no-writes", include_str!("../lua/cached.lua")),
-    claim: script("", include_str!("../lua/claim.lua")),
-    reclaim: script("", include_str!("../lua/reclaim.lua")),
-    complete: script("", include_str!("../lua/complete.lua")),
+    claim: ledgered(include_str!("../lua/claim.lua")),
+    reclaim: ledgered(include_str!("../lua/reclaim.lua")),
+    complete: ledgered(include_str!("../lua/complete.lua")),
     durable: script("", include_str!("../lua/durable.lua")),
-    release: script("", include_str!("../lua/release.lua")),
-    discard: script("", include_str!("../lua/discard.lua")),
-    extend: script("", include_str!("../lua/extend.lua")),
-    forget: script("", include_str!("../lua/forget.lua")),
+    release: ledgered(include_str!("../lua/release.lua")),
+    discard: ledgered(include_str!("../lua/discard.lua")),
+    extend: ledgered(include_str!("../lua/extend.lua")),
+    forget: ledgered(include_str!("../lua/forget.lua")),
     beat: script("", include_str!("../lua/beat.lua")),
-    admit: script(
-        "",
-        &format!("{LEDGER}\n{}", include_str!("../lua/admit.lua")),
-    ),
-    note: script(
-        "",
-        &format!("{LEDGER}\n{}", include_str!("../lua/note.lua")),
-    ),
+    admit: ledgered(include_str!("../lua/admit.lua")),
+    note: ledgered(include_str!("../lua/note.lua")),
 });
 
 /// The scripts, hashed once per process.

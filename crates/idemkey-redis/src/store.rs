@@ -48,6 +48,11 @@ pub struct RedisStore<C> {
     owners: bool,
     /// Per-actor caps (see [`RedisStore::with_actor_caps`]).
     pub(crate) caps: ActorCaps,
+    /// The caps as the scripts take them (see [`crate::caps::cap_args`]).
+    pub(crate) cap_args: [String; 2],
+    /// Whether every key is on one server, not spread over a cluster's slots: the record's
+    /// scripts then keep its actor's ledger themselves (see [`crate::caps`]).
+    pub(crate) one_server: bool,
 }
 
 impl<C> std::fmt::Debug for RedisStore<C> {
@@ -73,8 +78,17 @@ where
             durable: None,
             cache: None,
             caps: ActorCaps::new(),
+            cap_args: Default::default(),
             owners: false,
+            one_server: false,
         }
+    }
+
+    /// The same store, told that its connection is to one server, not a cluster: its scripts
+    /// may then touch keys of other slots (an actor's ledger beside a record).
+    pub(crate) fn on_one_server(mut self) -> Self {
+        self.one_server = true;
+        self
     }
 
     /// The same store with owners' heartbeats ([`Store::beat`], behaviour
@@ -221,7 +235,7 @@ where
         let claimed = record::claimed(self.run_on(&mut conn, invocation, Sent::Harmless).await?)?;
         match claimed {
             Claimed::Token(_) => self.wait_on(durable, conn, "claim").await,
-            Claimed::Existing(_) => durable.give_back(conn),
+            Claimed::Existing(_) | Claimed::Refused(_) => durable.give_back(conn),
         }
         Ok(claimed)
     }
@@ -234,7 +248,8 @@ where
             .map_or(0, |durable| ms(durable.timeout() + self.timeout))
     }
 
-    /// After a forget that deleted the record or not: takes it out of its actor's ledger.
+    /// After a forget that deleted the record or not: takes it out of its actor's ledger, if
+    /// the forget script could not (see [`Self::forget_entry`]).
     async fn forgotten(&self, scope: &Scope, deleted: bool) -> Result<bool> {
         if deleted {
             self.forget_entry(scope, &self.keys.record(scope)).await;
@@ -367,8 +382,9 @@ where
         if let Some(record) = self.cached(&key, &request.scope) {
             return Ok(TryClaim::Existing(record));
         }
-        // Under caps, checked before the claim: a refused request creates nothing. A retry
-        // whose record exists is answered from it all the same.
+        // Under caps in a cluster, checked before the claim: a refused request creates
+        // nothing. A retry whose record exists is answered from it all the same. On one
+        // server the claim itself checks them, after its own lookup.
         if let Err(refused) = self
             .admit(&request.scope, &key, request.lease + request.retention)
             .await
@@ -397,6 +413,7 @@ where
             .arg(request.request_id.as_deref().unwrap_or("").as_bytes())
             .arg(self.owner_key(request))
             .arg(Self::fence(request.owner));
+        self.claim_ledger(&mut invocation, &request.scope.actor);
         match self.run_claim(&invocation).await? {
             Claimed::Token(token) => Ok(TryClaim::Claimed(
                 request.grant(record_id, token, acquired, None),
@@ -405,6 +422,7 @@ where
                 self.fill_later(key, &request.scope, &record);
                 Ok(TryClaim::Existing(record))
             }
+            Claimed::Refused(usage) => Err(self.refusal(&usage)),
         }
     }
 
@@ -418,6 +436,7 @@ where
             .arg(ms(request.retention))
             .arg(self.owner_key(request))
             .arg(Self::fence(request.owner));
+        self.name_ledger(&mut invocation, &request.scope.actor, false);
         let token = record::token(&self.run(&invocation, Sent::Harmless).await?)?;
         if token.is_some() {
             let life = request.lease + request.retention;
@@ -433,6 +452,7 @@ where
             .arg(ms(claim.retention))
             .arg(self.completion_wait())
             .arg(Self::fence(claim.owner));
+        self.name_ledger(&mut invocation, &claim.scope.actor, false);
         match &self.durable {
             Some(durable) => self.complete_durably(durable, (claim, &invocation)).await,
             None => self.fenced(&invocation, Sent::Commit).await,
@@ -451,6 +471,7 @@ where
         invocation
             .arg(ms(claim.retention))
             .arg(Self::fence(claim.owner));
+        self.name_ledger(&mut invocation, &claim.scope.actor, false);
         self.fenced(&invocation, Sent::Harmless).await?;
         let life = claim.retention;
         self.note(&claim.scope, Change::Renewed { life }).await;
@@ -460,6 +481,7 @@ where
     async fn discard(&self, claim: &Claim) -> Result<()> {
         let mut invocation = self.held(&scripts().discard, claim);
         invocation.arg(Self::fence(claim.owner));
+        self.name_ledger(&mut invocation, &claim.scope.actor, false);
         self.fenced(&invocation, Sent::Harmless).await?;
         self.note(&claim.scope, Change::Gone).await;
         Ok(())
@@ -478,6 +500,7 @@ where
             .arg(ms(claim.lease))
             .arg(ms(claim.retention))
             .arg(Self::fence(claim.owner));
+        self.name_ledger(&mut invocation, &claim.scope.actor, false);
         self.fenced(&invocation, Sent::Harmless).await?;
         claim.acquired = acquired;
         let life = claim.lease + claim.retention;
@@ -486,7 +509,8 @@ where
     }
 
     async fn forget(&self, scope: &Scope) -> Result<bool> {
-        let invocation = self.scoped(&scripts().forget, scope);
+        let mut invocation = self.scoped(&scripts().forget, scope);
+        self.name_ledger(&mut invocation, &scope.actor, true);
         let forgotten = self.run(&invocation, Sent::Harmless).await;
         // Whatever the reply: a forget that failed after its deletion must not leave a copy.
         self.uncache(scope);
@@ -497,6 +521,7 @@ where
     async fn forget_version(&self, scope: &Scope, version: &str) -> Result<bool> {
         let mut invocation = self.scoped(&scripts().forget, scope);
         invocation.arg(version.as_bytes());
+        self.name_ledger(&mut invocation, &scope.actor, true);
         let forgotten = self.run(&invocation, Sent::Harmless).await;
         self.uncache(scope);
         self.forgotten(scope, record::done(&forgotten?)?).await

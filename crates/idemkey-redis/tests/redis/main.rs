@@ -12,6 +12,7 @@
 mod app;
 mod binary;
 mod cache;
+mod caps;
 mod cluster;
 mod common;
 mod expiry;
