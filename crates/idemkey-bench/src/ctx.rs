@@ -17,6 +17,7 @@ pub(crate) const NO_IDEMKEY: &str = "the bench starts `idemkey serve` and `idemk
      service with --url";
 
 /// What every workload of a run shares.
+#[derive(Clone)]
 pub(crate) struct Ctx {
     pub(crate) budget: Budget,
     pub(crate) rounds: u32,

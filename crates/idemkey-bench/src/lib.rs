@@ -10,10 +10,11 @@
 //! in-process, a router with the layer against the same router without it (`layer`),
 //! keyed creates through the client middleware against plain reqwest (`middleware`), and, on
 //! MySQL, the statements of a keyed create against those of a key-less one (`statements`),
-//! and, through the `idemkey` binary's `proxy` in front of a small API the bench runs itself, a
-//! keyed create against a forwarded key-less one, a replay against a forwarded GET, and a
-//! forwarded create against one straight to the API (`proxy-create`, `proxy-replay`,
-//! `proxy-direct`).
+//! and, through the `idemkey` binary's `proxy` in front of a small API the bench runs itself
+//! (its notes in memory, or a row per create in a SQLite file at `synchronous = NORMAL` or
+//! `FULL`: `--upstream`), a keyed create against a forwarded key-less one and one straight to
+//! the API, a replay against a forwarded GET, and a forwarded create against one straight to
+//! the API (`proxy-create`, `proxy-replay`, `proxy-direct`).
 //!
 //! The files: `harness` what every workload runs on (the command line, the client, rounds
 //! and workers, histograms, CPU times, reports, and the bounds against a hostile service);

@@ -133,7 +133,7 @@ async fn measure(
         let token = format!("bench-{run}");
         let extra = args.proxy_flags();
         let (mut reports, mut ratios) =
-            workloads::proxy::run(ctx, &proxied, url, &token, &extra).await?;
+            workloads::proxy::run(ctx, &proxied, &args.upstreams(), url, &token, &extra).await?;
         report.workloads.append(&mut reports);
         report.ratios.append(&mut ratios);
     }
@@ -147,6 +147,7 @@ fn setup(args: &BenchArgs, ctx: &Ctx, external: bool, run: &str) -> serde_json::
         "service": args.url.clone().unwrap_or_else(|| "started by the bench (idemkey serve --optional-key)".into()),
         "database": ctx.database_url.as_ref().map(redact),
         "proxy_database": ctx.proxy_database_url.as_ref().map(redact),
+        "proxy_upstreams": args.upstreams().iter().map(|kind| kind.name()).collect::<Vec<_>>(),
         "mode": if external { "as configured".to_owned() } else { ctx.mode.to_string() },
         "serve_flags": if external { Vec::new() } else { ctx.serve_flags.clone() },
         "concurrency": ctx.concurrency,

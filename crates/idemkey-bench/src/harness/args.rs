@@ -8,6 +8,7 @@ use idemkey_notes::Mode;
 use idemkey_sqlx::Strategy;
 
 use super::runner::Budget;
+use crate::workloads::proxy::UpstreamKind;
 
 /// What `idemkey-bench` measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -31,9 +32,9 @@ pub(crate) enum Workload {
     /// MySQL only: the statements the service sends for a keyed create against those of a
     /// key-less create, in the run's mode and strategy, through sqlx without HTTP.
     Statements,
-    /// Through `idemkey proxy` (started by the bench, in front of a small in-memory API it
-    /// runs itself): create with a fresh key against create without a key, which the proxy
-    /// only forwards.
+    /// Through `idemkey proxy` (started by the bench, in front of a small API it runs
+    /// itself, see --upstream): create with a fresh key against create without a key, which
+    /// the proxy only forwards, and against the same straight to the API.
     ProxyCreate,
     /// Through `idemkey proxy`: a replay of one key against the `GET /v1/notes/{id}` of its
     /// note, which the proxy only forwards.
@@ -117,6 +118,17 @@ pub struct BenchArgs {
     /// then expire 10 minutes after the run, under a credential of the run's own).
     #[arg(long)]
     pub(crate) database_url: Option<String>,
+    /// The APIs behind the proxy in the proxy workloads, each in turn with a proxy of its
+    /// own, comma-separated: memory (notes in memory), sqlite-normal (a row per create in a
+    /// SQLite file, WAL, synchronous = NORMAL), sqlite-full (the same, synchronous = FULL).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "memory",
+        value_name = "API"
+    )]
+    pub(crate) upstream: Vec<UpstreamKind>,
     /// The mode of the service the bench starts: atomic or lease.
     #[arg(long, default_value = "atomic")]
     pub(crate) mode: Mode,
@@ -178,6 +190,18 @@ impl BenchArgs {
             (None, Some(time)) => Budget::Time(time),
             (None, None) => Budget::Time(Duration::from_secs(10)),
         }
+    }
+
+    /// The APIs behind the proxy, each once, in the order given.
+    pub(crate) fn upstreams(&self) -> Vec<UpstreamKind> {
+        let mut upstreams = self.upstream.clone();
+        let mut seen = Vec::new();
+        upstreams.retain(|kind| {
+            let first = !seen.contains(kind);
+            seen.push(*kind);
+            first
+        });
+        upstreams
     }
 
     /// Atomic mode's strategy and lookup, for the service the bench starts.

@@ -91,6 +91,22 @@ pub(crate) fn thread(tid: u32) -> Option<Duration> {
     parse_process(&stat).map(ticks)
 }
 
+/// The threads of this process whose name starts with `prefix` (the proxy workloads'
+/// upstream's SQLite connections, which run on threads sqlx starts and names as asked).
+pub(crate) fn threads_named(prefix: &str) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter(|task| {
+            std::fs::read_to_string(task.path().join("comm"))
+                .is_ok_and(|name| name.starts_with(prefix))
+        })
+        .filter_map(|task| task.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
 /// The id of the calling thread, as `/proc` names it (`None` elsewhere than Linux).
 pub(crate) fn current_thread() -> Option<u32> {
     let link = std::fs::read_link("/proc/thread-self").ok()?;

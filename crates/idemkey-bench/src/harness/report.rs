@@ -1,5 +1,6 @@
 //! The results: tables on stdout and a JSON document.
 
+use std::borrow::Cow;
 use std::path::Path;
 
 use anyhow::Context;
@@ -11,8 +12,9 @@ use super::stats::SideSummary;
 /// One workload's rows.
 #[derive(Debug, Serialize)]
 pub(crate) struct WorkloadReport {
-    /// The workload's name (`create`).
-    pub(crate) name: &'static str,
+    /// The workload's name (`create`; `proxy-create (sqlite-full)` for a proxy workload in
+    /// front of another API than the in-memory one).
+    pub(crate) name: Cow<'static, str>,
     /// Its sides, or its classes of responses.
     pub(crate) sides: Vec<SideSummary>,
     /// What else it observed.
@@ -21,9 +23,9 @@ pub(crate) struct WorkloadReport {
 
 impl WorkloadReport {
     /// A report with no notes.
-    pub(crate) fn new(name: &'static str, sides: Vec<SideSummary>) -> Self {
+    pub(crate) fn new(name: impl Into<Cow<'static, str>>, sides: Vec<SideSummary>) -> Self {
         Self {
-            name,
+            name: name.into(),
             sides,
             notes: Vec::new(),
         }
@@ -135,7 +137,7 @@ impl Report {
         for workload in &self.workloads {
             for side in &workload.sides {
                 rows.add_row([
-                    workload.name.to_owned(),
+                    workload.name.to_string(),
                     side.name.clone(),
                     side.requests.to_string(),
                     side.errors.to_string(),

@@ -17,7 +17,7 @@ use crate::harness::runner::{Op, Worker};
 use crate::workloads::ceiling::stored_201;
 use crate::workloads::http::Create;
 
-use super::pair::{BYTES_CAP, RECORDS_CAP, pair, report};
+use super::pair::{BYTES_CAP, RECORDS_CAP, pair, ratio_name, report};
 use super::upstream::Upstream;
 
 /// The lease of `proxy-store`'s claims, the proxy's default.
@@ -37,7 +37,7 @@ pub(super) async fn store(
     upstream: &Upstream,
     database_url: &str,
     workers: &mut Vec<Worker>,
-) -> anyhow::Result<(WorkloadReport, Ratio)> {
+) -> anyhow::Result<(WorkloadReport, Vec<Ratio>)> {
     let retention = if is_redis(database_url) {
         REDIS_RECORD_RETENTION
     } else {
@@ -57,7 +57,7 @@ async fn store_pair<S: Store>(
     store: S,
     retention: Duration,
     workers: &mut Vec<Worker>,
-) -> anyhow::Result<(WorkloadReport, Ratio)> {
+) -> anyhow::Result<(WorkloadReport, Vec<Ratio>)> {
     let body = note_body("proxy-store");
     let keyed = Arc::new(StoreCreate {
         looks_first: store.lookup_first(),
@@ -81,13 +81,18 @@ async fn store_pair<S: Store>(
         "a keyed create's store operations alone: claim; complete"
     };
     let names = [first, "create without a key, forwarded by the proxy"];
-    let (a, b, notes) = pair(ctx, "proxy-store", upstream, &keyed, &plain, workers, names).await;
+    let ops = (&keyed, &plain);
+    let (a, b, notes) = pair(ctx, "proxy-store", upstream, ops, workers, names).await;
     let ratio = Ratio::info(
-        "proxy: store operations of a keyed create / key-less create forwarded (throughput)",
+        &ratio_name(
+            "proxy: store operations of a keyed create / key-less create forwarded (throughput)",
+            upstream,
+        ),
         a.throughput,
         b.throughput,
     );
-    Ok((report("proxy-store", a, b, notes), ratio))
+    let report = report("proxy-store", upstream, vec![a, b], notes);
+    Ok((report, vec![ratio]))
 }
 
 /// The store operations the proxy makes for a keyed create with a fresh key.
