@@ -8,7 +8,7 @@ use std::time::Duration;
 use axum::body::Body;
 use http::request::Parts;
 use http::{Request, Response};
-use idemkey_core::{ExpiredLease, Operation, Store};
+use idemkey_core::{ClaimFlush, ExpiredLease, Operation, Store};
 use idemkey_tower::{Config, Executions, IdempotencyLayer, OwnerHeartbeat};
 use tower::util::BoxCloneSyncService;
 use tower::{Layer, ServiceExt};
@@ -45,7 +45,10 @@ fn config(route: &Route, shared: &Shared) -> Config {
         .actor(shared.actor.clone())
         .operation(operation_of)
         .retention(shared.retention)
-        .lease(shared.lease);
+        .lease(shared.lease)
+        // Every recorded request is forwarded as soon as it is claimed: its claim goes to
+        // disk in the same step (one round trip on PostgreSQL, not a write and a flush).
+        .claim_flush(ClaimFlush::OnClaim);
     if let Some(owner) = &shared.owner {
         config = config.owner_heartbeat(owner.clone());
     }

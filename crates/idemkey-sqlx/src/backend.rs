@@ -276,6 +276,14 @@ pub trait Backend: Database + Sealed {
         std::future::ready(Ok(()))
     }
 
+    /// Returns once a claim of `store` that [`Self::try_claim`] granted with
+    /// [`ClaimFlush::Deferred`](idemkey_core::ClaimFlush::Deferred), and that had committed
+    /// before the call, is on disk: [`Self::flush`] unless the backend defers claims
+    /// otherwise (PostgreSQL commits them asynchronously).
+    fn flush_claim(store: &SqlxStore<Self>) -> impl Future<Output = Result<()>> + Send {
+        Self::flush(&store.settings)
+    }
+
     /// How long an atomic claim's in-process duplicate waits for it before answering
     /// `request-in-flight` (see [`SqlxStore::coalescing`]): as long as a claim would wait on
     /// the database. Defaults to 5 s.

@@ -416,9 +416,10 @@ impl<DB: Backend> Store for SqlxStore<DB> {
     }
 
     async fn flush_claim(&self, _claim: &Claim) -> Result<()> {
-        // Every commit of the file before this call, the claim's included: a grouped commit
-        // returns before its flush, never before its frames are in the WAL.
-        DB::flush(&self.settings).await
+        // Every commit before this call, the claim's included: a deferred commit returns
+        // before its flush, never before its record is in the log (SQLite's WAL,
+        // PostgreSQL's), which is flushed in order.
+        DB::flush_claim(self).await
     }
 
     async fn complete(&self, claim: &Claim, response: &StoredResponse) -> Result<()> {

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderName, Method, StatusCode};
-use idemkey_core::{DEFAULT_LEASE, DEFAULT_RETENTION, ExpiredLease, StatusPolicy, retry_after};
+use idemkey_core::{
+    ClaimFlush, DEFAULT_LEASE, DEFAULT_RETENTION, ExpiredLease, StatusPolicy, retry_after,
+};
 
 use crate::{
     ActorExtension, DefaultOperation, IDEMPOTENCY_KEY, JsonSelection, MakeActor, MakeOperation,
@@ -77,6 +79,13 @@ pub struct Config {
     /// whose execution fences this one's off. Defaults to `None`: claims live by their leases
     /// alone. Layers over one store may share one heartbeat: [`Config::owner_heartbeat`].
     pub owner_heartbeat: Option<OwnerHeartbeat>,
+    /// When a lease-mode claim goes to disk. Defaults to [`ClaimFlush::Deferred`]: when the
+    /// handler first asks [`Keys`](crate::Keys) for its derived keys, so a handler whose
+    /// effects commit with the record pays no flush of its claim. [`ClaimFlush::OnClaim`]
+    /// suits a handler that always makes an effect outside the store's database at once (a
+    /// proxy forwarding every request): its claim is written durably in one step, which on
+    /// PostgreSQL saves the round trip a later flush costs.
+    pub claim_flush: ClaimFlush,
     /// How long a completed record is kept. Defaults to 24h.
     pub retention: Duration,
     /// The largest request body accepted (413 `payload-too-large` beyond). Defaults to 1 MiB.
@@ -139,6 +148,7 @@ impl Default for Config {
             secret: None,
             request_id_header: HeaderName::from_static("x-request-id"),
             owner_heartbeat: None,
+            claim_flush: ClaimFlush::Deferred,
         }
     }
 }
@@ -205,6 +215,13 @@ impl Config {
     #[must_use]
     pub fn owner_grace(mut self, grace: Duration) -> Self {
         self.owner_heartbeat = Some(OwnerHeartbeat::new(grace));
+        self
+    }
+
+    /// Sets [`Config::claim_flush`].
+    #[must_use]
+    pub fn claim_flush(mut self, flush: ClaimFlush) -> Self {
+        self.claim_flush = flush;
         self
     }
 
@@ -337,6 +354,7 @@ impl fmt::Debug for Config {
             .field("mismatch_status", &self.mismatch_status)
             .field("request_id_header", &self.request_id_header)
             .field("owner_heartbeat", &self.owner_heartbeat)
+            .field("claim_flush", &self.claim_flush)
             .finish_non_exhaustive()
     }
 }

@@ -4,7 +4,9 @@
 //! binds durations only and never reads the application's clock. Transactions run at READ
 //! COMMITTED. The store's connections run with `synchronous_commit=on` whatever the server's,
 //! database's or role's default (behaviour [§8](https://docs.rs/idemkey/latest/idemkey/behaviour/index.html#8-atomic-mode)): an acknowledged response is durable only if
-//! its commit is, and `off` can lose a note together with its record after a crash.
+//! its commit is, and `off` can lose a note together with its record after a crash. One
+//! statement turns it off for its own transaction: lease mode's claim when its flush is
+//! deferred (`ClaimFlush::Deferred`), which a later durable commit flushes with its own.
 
 mod error;
 mod queries;

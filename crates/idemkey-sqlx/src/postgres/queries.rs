@@ -1,7 +1,7 @@
 //! The SQL of the PostgreSQL store, on any connection: the store's own short transactions in
 //! lease mode, or the caller's transaction in atomic mode.
 
-use idemkey_core::{ClaimRequest, Error, Record, Result, Scope, TryClaim};
+use idemkey_core::{ClaimFlush, ClaimRequest, Error, Record, Result, Scope, TryClaim};
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgArguments, PgConnection};
 use sqlx::{Pool, Postgres, Transaction};
@@ -95,6 +95,25 @@ macro_rules! claim_sql {
 }
 
 const CLAIM: &str = claim_sql!();
+
+// Lease mode's claim when its flush is deferred (`ClaimFlush::Deferred`): it commits without
+// waiting for the WAL flush (`synchronous_commit = off` for its own transaction only, set by
+// the statement itself, saving a round trip). A later commit that does wait (the handler's
+// transaction with its completion, the completion, or `FLUSH_CLAIM`) flushes the WAL up to
+// its own record, the claim's included; the WAL writer flushes it within a few hundred
+// milliseconds anyway. RETURNING is evaluated only for a row written.
+const CLAIM_DEFERRED: &str = concat!(
+    claim_sql!(),
+    ", set_config('synchronous_commit', 'off', true)"
+);
+
+// The smallest transaction that waits for the WAL flush at its commit (the connection's
+// `synchronous_commit = on`), so that every asynchronous commit before it is on disk too.
+// It must write WAL of its own: PostgreSQL commits a transaction that wrote none
+// asynchronously, even one with a transaction id (`SELECT txid_current()` flushes nothing).
+// A transactional logical-decoding message is such a record, on no table and for no lock; a
+// consumer of logical decoding sees an empty message with the prefix `idemkey`.
+const FLUSH_CLAIM: &str = "SELECT pg_logical_emit_message(true, 'idemkey', '')";
 
 // Atomic mode's claim runs under a short `lock_timeout` set at BEGIN. On success the same
 // statement puts the session's own bound back (saved at BEGIN), saving a round trip:
@@ -239,7 +258,19 @@ impl Backend for Postgres {
     }
 
     async fn try_claim(conn: &mut Self::Connection, request: &ClaimRequest) -> Result<TryClaim> {
-        claim_with(conn, request, CLAIM).await
+        let sql = match request.flush {
+            ClaimFlush::Deferred => CLAIM_DEFERRED,
+            _ => CLAIM,
+        };
+        claim_with(conn, request, sql).await
+    }
+
+    async fn flush_claim(store: &SqlxStore<Self>) -> Result<()> {
+        sqlx::query(FLUSH_CLAIM)
+            .execute(&mut *store.conn().await?)
+            .await
+            .map_err(store_error)?;
+        Ok(())
     }
 
     crate::statements::fenced_statements! {

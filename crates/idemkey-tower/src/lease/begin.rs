@@ -25,8 +25,7 @@ use std::time::Duration;
 use crate::Body;
 use http::Response;
 use idemkey_core::{
-    Begin, ClaimFlush, ClaimRequest, Decision, Error, OwnerId, Store, begin, claim, decide, lookup,
-    retry_after,
+    Begin, ClaimRequest, Decision, Error, OwnerId, Store, begin, claim, decide, lookup, retry_after,
 };
 use tokio::sync::watch;
 // tokio's clock, not std's: the same outside tests, and virtual under a paused runtime (the
@@ -59,9 +58,7 @@ pub(crate) struct Beginning {
 
 impl Beginning {
     /// `prepared`, to begin.
-    pub(crate) fn new(mut prepared: Prepared) -> Self {
-        // The claim's flush waits for the handler's first derived key (`keys.rs`).
-        prepared.claim.flush = ClaimFlush::Deferred;
+    pub(crate) fn new(prepared: Prepared) -> Self {
         Self {
             prepared,
             turn: None,

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use futures_util::FutureExt;
 use http::{Request, Response};
 use http_body::Body as HttpBody;
-use idemkey_core::{BoxError, Claim, DerivedKeys, Store, Verdict};
+use idemkey_core::{BoxError, Claim, ClaimFlush, DerivedKeys, Store, Verdict};
 
 use crate::Keys;
 use tower::Service;
@@ -60,7 +60,7 @@ where
         ..
     } = shared;
     let extensions = request.extensions_mut();
-    extensions.insert(keys(&store, &claim, secret));
+    extensions.insert(keys(&store, &claim, secret, config.claim_flush));
     extensions.insert(claim.clone());
     let offered = transactions.offer(extensions);
     let granted = claim.clone();
@@ -103,12 +103,18 @@ where
     result
 }
 
-/// The execution's derived keys, handed out once `claim` is on disk (`keys.rs`).
-fn keys<St: Store>(store: &St, claim: &Claim, secret: Arc<[u8]>) -> Keys {
+/// The execution's derived keys, handed out once `claim` is on disk (`keys.rs`): at once if
+/// it was claimed with [`ClaimFlush::OnClaim`].
+fn keys<St: Store>(store: &St, claim: &Claim, secret: Arc<[u8]>, mode: ClaimFlush) -> Keys {
     let (store, flushed) = (store.clone(), claim.clone());
     let flush = move || {
         let (store, claim) = (store.clone(), flushed.clone());
-        Box::pin(async move { store.flush_claim(&claim).await }) as _
+        Box::pin(async move {
+            if mode == ClaimFlush::Deferred {
+                store.flush_claim(&claim).await?;
+            }
+            Ok(())
+        }) as _
     };
     Keys::new(DerivedKeys::new(secret, claim.record_id), Box::new(flush))
 }

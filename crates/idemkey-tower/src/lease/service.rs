@@ -116,7 +116,7 @@ where
     ResBody: HttpBody<Data = Bytes> + Send + 'static,
     ResBody::Error: Into<BoxError>,
 {
-    let prepared = match prepare(request, &shared.config).await {
+    let mut prepared = match prepare(request, &shared.config).await {
         Preparation::Ready(prepared) => *prepared,
         Preparation::Unrecorded(request) if shared.transactions.0.is_some() => {
             let (transactions, config) = (shared.transactions, shared.config);
@@ -135,6 +135,8 @@ where
     if let Some(heartbeat) = &shared.liveness {
         heartbeat.start_soon(&shared.store);
     }
+    // The claim's flush, by default, waits for the handler's first derived key (`keys.rs`).
+    prepared.claim.flush = shared.config.claim_flush;
     let beginning = match Beginning::new(prepared).lookup(&shared).await {
         Ok(ControlFlow::Continue(beginning)) => beginning,
         Ok(ControlFlow::Break(answer)) => return Ok(answer),

@@ -166,3 +166,43 @@ async fn connect_with_migrates_into_the_connection_schema() {
     let applied = pg::scalar(&store, "SELECT count(*) FROM _idemkey_migrations").await;
     assert_eq!(applied, 5);
 }
+
+/// Lease mode's deferred claim commits without waiting for the WAL flush, for its own
+/// transaction only: the connection, which the handler's transaction may take next, is back
+/// at `synchronous_commit = on`. `flush_claim` then waits for a flush that covers the claim.
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
+async fn a_deferred_claim_is_asynchronous_for_itself_alone_until_flushed() {
+    use idemkey_core::{ClaimFlush, Store, TryClaim};
+
+    let store = PgFixture::store().await;
+    let request = idemkey_core::testkit::request("{}").flush(ClaimFlush::Deferred);
+    let mut conn = store.pool().acquire().await.unwrap();
+    let claimed = <Postgres as Backend>::try_claim(&mut conn, &request)
+        .await
+        .unwrap();
+    let TryClaim::Claimed(claim) = claimed else {
+        panic!("granted: {claimed:?}")
+    };
+    let level: String = sqlx::query_scalar("SHOW synchronous_commit")
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        level, "on",
+        "the claim's setting ended with its transaction"
+    );
+    let written: String = sqlx::query_scalar("SELECT pg_current_wal_insert_lsn()::text")
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    drop(conn);
+    let seen = store.lookup(&request.scope).await.unwrap();
+    assert!(seen.is_some(), "committed before its flush");
+    store.flush_claim(&claim).await.unwrap();
+    let flushed: bool = sqlx::query_scalar("SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn")
+        .bind(written)
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert!(flushed, "the flush covers the claim");
+}
