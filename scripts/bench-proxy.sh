@@ -4,8 +4,9 @@
 # straight to the API) with the proxy's records on SQLite (a fresh file), on PostgreSQL (with
 # IDEMKEY_BENCH_PG_URL: a fresh schema, dropped at the end) and in Redis
 # (IDEMKEY_BENCH_REDIS_URL, default redis://127.0.0.1:6379; unless it is empty). The bench starts
-# the proxy and the small in-memory API behind it itself. Every side reports the proxy's and
-# the machine's CPU time per request, and each workload the API's.
+# the proxy and the API behind it itself: IDEMKEY_BENCH_UPSTREAMS (default
+# memory,sqlite-normal,sqlite-full) chooses the APIs, each with a proxy of its own. Every side
+# reports the proxy's and the machine's CPU time per request, and each workload the API's.
 #
 #   IDEMKEY_BENCH_PG_URL=postgres://postgres@127.0.0.1:5432/test scripts/bench-proxy.sh [OUT_DIR]
 #
@@ -23,6 +24,7 @@ OUT=${1:-target/bench-proxy}
 PG=${IDEMKEY_BENCH_PG_URL:-}
 REDIS=${IDEMKEY_BENCH_REDIS_URL-redis://127.0.0.1:6379}
 D=${IDEMKEY_BENCH_DURATION:-5s}
+UPSTREAMS=${IDEMKEY_BENCH_UPSTREAMS:-memory,sqlite-normal,sqlite-full}
 mkdir -p "$OUT"
 uptime > "$OUT/load.txt"
 
@@ -30,7 +32,8 @@ bench() {
     local name=$1
     shift
     # A failed run is reported and the next one still runs.
-    if ! "$BENCH" proxy-create proxy-replay proxy-direct proxy-store --duration "$D" "$@" \
+    if ! "$BENCH" proxy-create proxy-replay proxy-direct proxy-store --duration "$D" \
+        --upstream "$UPSTREAMS" "$@" \
         --json "$OUT/$name.json" > "$OUT/$name.txt" 2> "$OUT/$name.err"; then
         echo "$name: FAILED: $(tail -n 1 "$OUT/$name.err")"
         return 0

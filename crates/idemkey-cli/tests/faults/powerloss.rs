@@ -17,8 +17,8 @@
 //! ([`PowerLossFs::set_syncs_lie`]) must find acknowledged answers lost: the checks can fail
 //! (on PostgreSQL a cluster that does not start again after a cut counts as found too).
 //!
-//! Atomic mode, and lease mode with its default completion (in the note's transaction) and,
-//! on SQLite, `--separate-completion`. The schedule comes from a seed, printed first;
+//! Atomic mode, and lease mode with its default completion (in the note's transaction) and
+//! with `--separate-completion`. The schedule comes from a seed, printed first;
 //! `IDEMKEY_POWERLOSS_SEED` replays it. Sizes: `IDEMKEY_POWERLOSS_CLIENTS` (default 4),
 //! `IDEMKEY_POWERLOSS_KEYS` per client (60), `IDEMKEY_POWERLOSS_CUTS` (12, one per kill; a
 //! kill during a startup, one in five, gets its cut too), `IDEMKEY_POWERLOSS_MAX_DELAY_MS`
@@ -74,6 +74,14 @@ async fn powerloss_campaign_postgres_atomic() {
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [fuse, pg_server])]
 async fn powerloss_campaign_postgres_lease() {
     passes(&run(Store::Postgres, "lease", &[], false).await);
+}
+
+/// Lease mode completing on its own: the claim commits asynchronously and is flushed by the
+/// note's id taken from `Keys` (the first `Keys::get`), the note and the completion each by
+/// its own commit.
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [fuse, pg_server])]
+async fn powerloss_campaign_postgres_lease_separate_completion() {
+    passes(&run(Store::Postgres, "lease", &["--separate-completion"], false).await);
 }
 
 /// The PostgreSQL campaign on a disk whose syncs lie: acknowledged answers must be found
