@@ -73,6 +73,12 @@ pub trait Backend: Database + Sealed {
     /// round trip). Not on SQLite, whose writes take the store's writer.
     const CLAIM_ON_LOOKUP_CONNECTION: bool = false;
 
+    /// Whether lease mode's claim (one statement outside a transaction) runs on a connection
+    /// kept for lookups (`readers.rs`), which goes back without the round trip sqlx makes to
+    /// test every connection given back to its pool. Not on SQLite, whose writes take the
+    /// store's writer.
+    const CLAIM_ON_KEPT_CONNECTION: bool = false;
+
     /// Whether atomic mode reads the record before its write transaction unless the layer
     /// says otherwise (`AtomicIdempotencyLayer::lookup_first`): where a statement costs
     /// more than a retry's speculative execution saves, a backend starts without it.

@@ -1,4 +1,5 @@
-//! The connections a store keeps for its lookups, beside its pool.
+//! The connections a store keeps for its lookups (and, where claims are not grouped, lease
+//! mode's claims), beside its pool.
 //!
 //! sqlx gives every pooled connection back with a round trip (a ping: a message to SQLite's
 //! worker thread and back, or a query to the server), to find the connections that a

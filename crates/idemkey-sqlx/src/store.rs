@@ -33,10 +33,10 @@ const FORGET_BATCH: u32 = 500;
 /// Lease mode goes through [`Store`]; atomic mode through [`SqlxStore::begin_atomic`] and
 /// [`SqlxStore::execute`].
 ///
-/// Lookups (every replay's read) run on up to eight connections the store keeps beside the
-/// pool: opened by the pool, then detached from it, so that a lookup that ended gives its
-/// connection back without the round trip sqlx makes to test every pooled connection it
-/// takes back. On PostgreSQL and MySQL, count them among the server's connections.
+/// Lookups (every replay's read) and, on PostgreSQL, lease mode's claims run on up to eight
+/// connections the store keeps beside the pool: opened by the pool, then detached from it, so
+/// that a statement that ended gives its connection back without the round trip sqlx makes
+/// to test every pooled connection it takes back. On PostgreSQL and MySQL, count them among the server's connections.
 #[derive(Debug)]
 pub struct SqlxStore<DB: Backend> {
     pub(crate) pool: Pool<DB>,
@@ -180,17 +180,31 @@ impl<DB: Backend> SqlxStore<DB> {
     /// would add a BEGIN and a COMMIT round trip. A lost reply is not `OutcomeUnknown` here:
     /// at most a claim committed, nothing ran, and the claim's lease runs out.
     async fn try_claim_plain(&self, request: &ClaimRequest) -> Result<TryClaim> {
-        let mut conn = self.grouped_conn().await?;
-        let mut outcome = Err(Error::Contention);
-        for _ in 0..CLAIM_ATTEMPTS {
-            outcome = DB::try_claim(&mut conn.0, request).await;
-            // The live record the claim met was gone before the lookup (forgotten, swept or
-            // given back): claim again.
-            if !matches!(outcome, Err(Error::Contention)) {
-                break;
-            }
+        if DB::CLAIM_ON_KEPT_CONNECTION {
+            return self.try_claim_kept(request).await;
         }
+        let mut conn = self.grouped_conn().await?;
+        let outcome = claim_attempts::<DB>(&mut conn.0, request).await;
         self.claimed(conn, outcome, request.flush).await
+    }
+
+    /// [`Self::try_claim_plain`] on a connection kept for lookups, where the backend groups no
+    /// claims: a claim that ended leaves its connection idle, so it is kept again without
+    /// sqlx's test. One that failed closes its connection and fails the request, as on a
+    /// pooled connection; it is not made again (a claim whose reply was lost may have
+    /// committed).
+    async fn try_claim_kept(&self, request: &ClaimRequest) -> Result<TryClaim> {
+        DB::writable(&self.settings)?;
+        let mut conn = self
+            .readers
+            .reader(&self.pool)
+            .await
+            .map_err(store_error::<DB>)?;
+        let outcome = claim_attempts::<DB>(&mut conn, request).await;
+        if matches!(outcome, Ok(_) | Err(Error::Contention)) {
+            conn.done();
+        }
+        outcome
     }
 
     /// Lease mode's claim under per-actor caps: the claim and the check in one short write
@@ -380,6 +394,22 @@ impl<DB: Backend> SqlxStore<DB> {
         DB::restore_sync(&mut conn, &self.settings).await?;
         Ok(conn)
     }
+}
+
+/// Lease mode's claim on `conn`, again while the live record it met is gone before it can be
+/// read (each time means another request removed that record in between).
+async fn claim_attempts<DB: Backend>(
+    conn: &mut DB::Connection,
+    request: &ClaimRequest,
+) -> Result<TryClaim> {
+    let mut outcome = Err(Error::Contention);
+    for _ in 0..CLAIM_ATTEMPTS {
+        outcome = DB::try_claim(conn, request).await;
+        if !matches!(outcome, Err(Error::Contention)) {
+            break;
+        }
+    }
+    outcome
 }
 
 impl<DB: Backend> Store for SqlxStore<DB> {

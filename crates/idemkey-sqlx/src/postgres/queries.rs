@@ -226,6 +226,8 @@ impl Backend for Postgres {
 
     const CLAIM_ON_LOOKUP_CONNECTION: bool = true;
 
+    const CLAIM_ON_KEPT_CONNECTION: bool = true;
+
     async fn begin_write_on(
         store: &SqlxStore<Self>,
         looked_up: Option<PoolConnection<Self>>,
