@@ -36,7 +36,8 @@ const FORGET_BATCH: u32 = 500;
 /// Lookups (every replay's read) and, on PostgreSQL, lease mode's claims run on up to eight
 /// connections the store keeps beside the pool: opened by the pool, then detached from it, so
 /// that a statement that ended gives its connection back without the round trip sqlx makes
-/// to test every pooled connection it takes back. On PostgreSQL and MySQL, count them among the server's connections.
+/// to test every pooled connection it takes back. On PostgreSQL and MySQL, count them among
+/// the server's connections.
 #[derive(Debug)]
 pub struct SqlxStore<DB: Backend> {
     pub(crate) pool: Pool<DB>,
