@@ -40,8 +40,14 @@ pub(crate) enum Command {
     ///
     /// curl-like, for scripts: stdout is the final answer's body; stderr names the key
     /// (`idemkey: key KEY`) before the first attempt, so the command can be run again with
-    /// --key. Exit status: 0 final 2xx, 1 another final status, 2 usage error or no final
-    /// answer.
+    /// --key. The URL's server is taken to honour keys (you named it): a lost answer is
+    /// retried under the key. Redirects are not followed.
+    #[command(after_help = "Exit status:\n  \
+        0  the final answer is a 2xx\n  \
+        1  the final answer is another status (its body is on stdout)\n  \
+        2  a usage error: nothing was sent\n  \
+        3  no final answer within the limits: the outcome is unknown; stderr says how to \
+        run again under the same key")]
     Send(SendArgs),
 }
 

@@ -306,6 +306,43 @@ fn a_key_in_a_header_is_the_key_and_is_sent_as_written() {
 }
 
 #[test]
+fn a_bare_key_from_a_header_is_resumed_with_the_same_bytes() {
+    let server = Server::start(vec![Step::Drop, Step::Answer(201, "", "")]);
+    let header = "Idempotency-Key: bare-7";
+    let run = send(&[server.url(), "-H", header, "--retries", "0"]);
+    assert_eq!(run.code, 3);
+    let error = run.error_line();
+    let hint = format!("again with -H '{header}')");
+    assert!(error.ends_with(&hint), "{error}");
+
+    // The hinted command, then the same with --key given the printed key: the header wins,
+    // so both send the first attempt's bytes.
+    let run = send(&[server.url(), "-H", header]);
+    assert_eq!(run.code, 0);
+    let run = send(&[server.url(), "-H", header, "--key", &run.printed_key()]);
+    assert_eq!(run.code, 0);
+    let seen = server.seen();
+    let sent: Vec<Vec<&str>> = seen.iter().map(|s| s.headers("idempotency-key")).collect();
+    assert_eq!(sent, [["bare-7"], ["bare-7"], ["bare-7"]]);
+
+    // A generated key is sent quoted, and `--key` sends that form.
+    let server = Server::start(vec![Step::Drop, Step::Answer(201, "", "")]);
+    let run = send(&[server.url(), "--retries", "0"]);
+    let key = run.printed_key();
+    assert!(
+        run.error_line()
+            .ends_with(&format!("again with --key {key})"))
+    );
+    assert_eq!(send(&[server.url(), "--key", &key]).code, 0);
+    let seen = server.seen();
+    assert_eq!(
+        seen[0].headers("idempotency-key"),
+        seen[1].headers("idempotency-key")
+    );
+    assert_eq!(seen[0].headers("idempotency-key"), [format!("\"{key}\"")]);
+}
+
+#[test]
 fn a_get_without_a_key_prints_none_and_sends_none() {
     let server = Server::start(vec![Step::Answer(200, "", "list")]);
     let run = send(&["-X", "GET", server.url()]);
@@ -347,7 +384,7 @@ fn retries_0_makes_one_attempt() {
 
     let server = Server::start(vec![Step::Drop, Step::Answer(201, "", "")]);
     let run = send(&[server.url(), "--retries", "0"]);
-    assert_eq!((run.code, run.stdout().as_str()), (2, ""));
+    assert_eq!((run.code, run.stdout().as_str()), (3, ""));
     let key = run.printed_key();
     let error = run.error_line();
     assert!(error.contains(&format!("--key {key}")), "{error}");
@@ -358,21 +395,21 @@ fn retries_0_makes_one_attempt() {
 fn retries_n_makes_n_plus_1_attempts_then_gives_up() {
     let server = Server::start(vec![Step::Drop]);
     let run = send(&[server.url(), "--retries", "2"]);
-    assert_eq!(run.code, 2);
+    assert_eq!(run.code, 3);
     run.error_line();
     assert_eq!(server.seen().len(), 3);
 }
 
 #[test]
-fn no_answer_within_max_time_exits_2_with_one_line() {
+fn no_answer_within_max_time_exits_3_with_one_line() {
     let server = Server::start(vec![Step::Hang]);
     let run = send(&["-X", "GET", "--max-time", "1", server.url()]);
-    assert_eq!((run.code, run.stdout.len()), (2, 0));
+    assert_eq!((run.code, run.stdout.len()), (3, 0));
     assert_eq!(run.stderr_lines().len(), 1, "{}", run.stderr);
     run.error_line();
 
     let run = send(&["--max-time", "700ms", refused_url().as_str()]);
-    assert_eq!((run.code, run.stdout.len()), (2, 0));
+    assert_eq!((run.code, run.stdout.len()), (3, 0));
     run.printed_key();
     run.error_line();
 }

@@ -15,7 +15,7 @@ use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::{Router, middleware, routing::post};
 use idemkey_core::MemoryStore;
-use idemkey_reqwest::{Delivery, IdempotencyMiddleware, Policy};
+use idemkey_reqwest::{Delivery, Policy};
 use idemkey_tower::{Actor, IdempotencyLayer};
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -28,12 +28,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let server = serve(notes.clone()).await?;
     let base = format!("http://{}", lossy_relay(server).await?);
 
-    let policy = Policy::default()
-        .limit_to(base.parse()?)
-        .initial_backoff(Duration::from_millis(50));
-    let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
-        .with(IdempotencyMiddleware::new(policy))
-        .build();
+    // The notes service honours keys: declared, so its unknown outcomes are retried.
+    let policy = Policy::for_base(base.parse()?).initial_backoff(Duration::from_millis(50));
+    let client = idemkey_reqwest::client_builder(reqwest::Client::builder(), policy)?.build();
     let response = client
         .post(format!("{base}/notes"))
         .body("buy milk")

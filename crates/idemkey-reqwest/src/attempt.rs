@@ -33,37 +33,83 @@ impl Received {
         }
     }
 
-    /// The answer as the table reads it.
-    pub(crate) fn answer(&self) -> Answer<'_> {
-        let headers = self.response.headers();
-        Answer {
-            status: self.response.status(),
-            problem: self.problem.as_deref(),
-            retry_after: headers.contains_key(http::header::RETRY_AFTER),
-            replayed: self.replayed(),
-            should_retry: self.should_retry(),
-        }
+    /// The answer as the table reads it, for a request that carried a key or not.
+    pub(crate) fn answer(&self, keyed: bool) -> Answer<'_> {
+        read(&self.response, self.problem.as_deref(), keyed)
     }
 
     /// Whether the answer is a replay of a stored one.
     pub(crate) fn replayed(&self) -> bool {
-        let value = self.response.headers().get(REPLAYED);
-        value.is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"))
-    }
-
-    /// `Stripe-Should-Retry`: `true` or `false`, else `None`.
-    fn should_retry(&self) -> Option<bool> {
-        let value = self.response.headers().get(SHOULD_RETRY)?.as_bytes();
-        match value {
-            b"true" => Some(true),
-            b"false" => Some(false),
-            _ => None,
-        }
+        replayed(&self.response)
     }
 
     /// The wait the answer asks for.
     pub(crate) fn retry_after(&self) -> Option<Duration> {
         retry_after(self.response.headers(), SystemTime::now())
+    }
+}
+
+/// The answer as the table reads it, its problem type given.
+fn read<'a>(response: &Response, problem: Option<&'a str>, keyed: bool) -> Answer<'a> {
+    Answer {
+        status: response.status(),
+        problem,
+        retry_after: response.headers().contains_key(http::header::RETRY_AFTER),
+        replayed: replayed(response),
+        should_retry: should_retry(response),
+        keyed,
+    }
+}
+
+fn replayed(response: &Response) -> bool {
+    let value = response.headers().get(REPLAYED);
+    value.is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"))
+}
+
+/// `Stripe-Should-Retry`: `true` or `false`, else `None`.
+fn should_retry(response: &Response) -> Option<bool> {
+    match response.headers().get(SHOULD_RETRY)?.as_bytes() {
+        b"true" => Some(true),
+        b"false" => Some(false),
+        _ => None,
+    }
+}
+
+/// What an answer's head says of its body's reading.
+pub(crate) enum Head {
+    /// The status may call for a retry: the body is read (up to the limit) within the
+    /// request's time, for its problem type and to see a cut.
+    MayRetry,
+    /// A final answer that says its length, within the limit: read whole before it is
+    /// handed on, so that a cut is retried (the key replays it), but past the request's
+    /// time: the server has answered.
+    FinalShort,
+    /// A final answer of unknown length, longer than the limit, or a stream: handed on as
+    /// soon as its head arrives.
+    FinalStream,
+}
+
+/// The reading an answer's head calls for, with the policy's `server_errors` and buffer
+/// `limit`.
+pub(crate) fn head(response: &Response, keyed: bool, server_errors: bool, limit: usize) -> Head {
+    let status = response.status();
+    let by_head = classify::answer(read(response, None, keyed), server_errors);
+    // A 409's or a 5xx's row may depend on its problem type.
+    if by_head.is_some() || status.as_u16() == 409 || status.is_server_error() {
+        return Head::MayRetry;
+    }
+    let stream = response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|value| value.as_bytes().starts_with(b"text/event-stream"));
+    let limit = u64::try_from(limit).unwrap_or(u64::MAX);
+    let short = response
+        .content_length()
+        .is_some_and(|length| length <= limit);
+    if short && !stream {
+        Head::FinalShort
+    } else {
+        Head::FinalStream
     }
 }
 

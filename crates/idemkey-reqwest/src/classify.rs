@@ -21,8 +21,12 @@ pub enum Reason {
     /// 408: the server gave up waiting for the request (idemkey's 408 `body-unreadable`):
     /// nothing ran, and the key covers a server that did run it.
     RequestTimeout,
-    /// 409 `request-in-flight`: the same key is still executing.
+    /// 409 `request-in-flight`, or a 409 with `Retry-After`: the same key is still
+    /// executing. A poll, bounded by time rather than by the retry count or budget.
     InFlight,
+    /// Another 409 to a keyed request, unless its problem type says the key was reused: the
+    /// draft gives a keyed request's 409 one meaning, the same key still being processed.
+    Conflict,
     /// 429: the server asks to slow down.
     TooManyRequests,
     /// 502: the gateway got no valid answer from the server behind it.
@@ -43,8 +47,7 @@ pub enum Reason {
 
 impl Reason {
     /// The metric label: `connect`, `timeout`, `no-answer`, `cut-off`, `request-timeout`,
-    /// `in-flight`,
-    /// `too-many-requests`, `bad-gateway`, `unavailable`, `gateway-timeout`,
+    /// `in-flight`, `conflict`, `too-many-requests`, `bad-gateway`, `unavailable`, `gateway-timeout`,
     /// `outcome-unknown`, `server-asked`, `server-error`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -54,6 +57,7 @@ impl Reason {
             Self::CutOff => "cut-off",
             Self::RequestTimeout => "request-timeout",
             Self::InFlight => "in-flight",
+            Self::Conflict => "conflict",
             Self::TooManyRequests => "too-many-requests",
             Self::BadGateway => "bad-gateway",
             Self::Unavailable => "unavailable",
@@ -68,6 +72,21 @@ impl Reason {
     /// neither keyed nor idempotent may be sent again.
     pub(crate) fn nothing_sent(self) -> bool {
         self == Self::Connect
+    }
+
+    /// Whether the retry polls a request still running, which the server paces: counted
+    /// against time, not against the retry count or the budget.
+    pub(crate) fn is_poll(self) -> bool {
+        self == Self::InFlight
+    }
+
+    /// The retry budget's tokens this retry takes: two when the request may still be running
+    /// on the server (no answer came), one otherwise.
+    pub(crate) fn cost(self) -> u32 {
+        match self {
+            Self::Timeout | Self::NoAnswer | Self::CutOff => 2,
+            _ => 1,
+        }
     }
 }
 
@@ -102,6 +121,8 @@ pub(crate) struct Answer<'a> {
     pub(crate) replayed: bool,
     /// `Stripe-Should-Retry`, the server's own word on whether a retry can help.
     pub(crate) should_retry: Option<bool>,
+    /// The request carried a key.
+    pub(crate) keyed: bool,
 }
 
 /// The row for an attempt that got no answer; `None` means final.
@@ -130,6 +151,9 @@ pub(crate) fn answer(answer: Answer<'_>, server_errors: bool) -> Option<Reason> 
     match answer.status.as_u16() {
         408 => Some(Reason::RequestTimeout),
         409 if is(ProblemKind::RequestInFlight) || answer.retry_after => Some(Reason::InFlight),
+        // The key is the request's mistake, not its state: a retry gets the same refusal.
+        409 if is(ProblemKind::KeyReused) => None,
+        409 if answer.keyed => Some(Reason::Conflict),
         429 => Some(Reason::TooManyRequests),
         502 => Some(Reason::BadGateway),
         503 => Some(Reason::Unavailable),
@@ -163,6 +187,7 @@ mod tests {
             retry_after: false,
             replayed: false,
             should_retry: None,
+            keyed: true,
         }
     }
 
@@ -213,9 +238,31 @@ mod tests {
     }
 
     #[test]
-    fn another_409_is_final() {
-        assert_eq!(retried(status(409)), None);
-        assert_eq!(retried(problem(409, "email-taken")), None);
+    fn another_409_to_a_keyed_request_is_retried_unless_the_key_was_reused() {
+        assert_eq!(retried(status(409)), Some(Reason::Conflict));
+        assert_eq!(retried(problem(409, "email-taken")), Some(Reason::Conflict));
+        assert_eq!(retried(problem(409, "key-reused")), None);
+    }
+
+    #[test]
+    fn another_409_to_a_request_without_a_key_is_final() {
+        let unkeyed = Answer {
+            keyed: false,
+            ..problem(409, "email-taken")
+        };
+        assert_eq!(retried(unkeyed), None);
+        let in_flight = Answer {
+            keyed: false,
+            ..problem(409, "request-in-flight")
+        };
+        assert_eq!(retried(in_flight), Some(Reason::InFlight));
+    }
+
+    #[test]
+    fn only_polls_escape_the_count_and_lost_answers_cost_double() {
+        assert!(Reason::InFlight.is_poll() && !Reason::Conflict.is_poll());
+        assert_eq!((Reason::Timeout.cost(), Reason::NoAnswer.cost()), (2, 2));
+        assert_eq!((Reason::Unavailable.cost(), Reason::Connect.cost()), (1, 1));
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! The middleware's own errors, inside `reqwest_middleware::Error::Middleware`.
 
-use http::StatusCode;
+use http::{Method, StatusCode};
 
-use crate::Reason;
+use crate::{IdempotencyKey, Reason};
 
 /// Why the middleware returned no answer. It reaches the caller as
 /// `reqwest_middleware::Error::Middleware`; `downcast_ref::<idemkey_reqwest::Error>()` reads
@@ -12,15 +12,41 @@ use crate::Reason;
 pub enum Error {
     /// Every attempt the policy allowed ended without an answer. The key, if any, is still
     /// good: sending the same request again with it is safe.
-    #[error("no answer after {attempts} attempt(s){}, the last: {reason}", with_key(.key))]
+    #[error(
+        "no answer after {attempts} attempt(s){}, the last: {reason}; the outcome is unknown",
+        with_key(.key)
+    )]
     GaveUp {
-        /// The `Idempotency-Key` every attempt carried.
-        key: Option<String>,
+        /// The `Idempotency-Key` every attempt carried, in the form it was sent.
+        key: Option<IdempotencyKey>,
         /// Attempts made.
         attempts: u32,
         /// How the last attempt ended.
         reason: Reason,
         /// The last attempt's error.
+        #[source]
+        source: reqwest_middleware::Error,
+    },
+    /// An attempt ended without an answer after the request was sent, so the outcome is
+    /// unknown, and sending it again is not safe without the server's help: the request's
+    /// method is not idempotent, and it carried no key that its server is declared to honour
+    /// ([`Policy::with_base`](crate::Policy::with_base)). Nothing was sent again.
+    #[error(
+        "no answer ({reason}) to {method} {origin}, so the outcome is unknown; not sent again: \
+         {method} is not idempotent and the request carried no key its server is declared to \
+         honour{}",
+        with_key(.key)
+    )]
+    NotRetried {
+        /// The request's `Idempotency-Key`, if it carried one, in the form it was sent.
+        key: Option<IdempotencyKey>,
+        /// The request's method.
+        method: Method,
+        /// The scheme, host and port the request went to.
+        origin: String,
+        /// How the attempt ended.
+        reason: Reason,
+        /// The attempt's error.
         #[source]
         source: reqwest_middleware::Error,
     },
@@ -32,8 +58,8 @@ pub enum Error {
         with_key(.key)
     )]
     StreamNotRetryable {
-        /// The `Idempotency-Key` the attempt carried.
-        key: Option<String>,
+        /// The `Idempotency-Key` the attempt carried, in the form it was sent.
+        key: Option<IdempotencyKey>,
         /// Why it needs a retry.
         reason: Reason,
         /// The answer's status, when there was an answer.
@@ -45,17 +71,24 @@ pub enum Error {
 }
 
 impl Error {
-    /// The `Idempotency-Key` the request carried, if any.
-    pub fn key(&self) -> Option<&str> {
+    /// The `Idempotency-Key` the request carried, if any, in the form it was sent.
+    pub fn key(&self) -> Option<&IdempotencyKey> {
         match self {
-            Self::GaveUp { key, .. } | Self::StreamNotRetryable { key, .. } => key.as_deref(),
+            Self::GaveUp { key, .. }
+            | Self::NotRetried { key, .. }
+            | Self::StreamNotRetryable { key, .. } => key.as_ref(),
         }
     }
 }
 
-fn with_key(key: &Option<String>) -> String {
+fn with_key(key: &Option<IdempotencyKey>) -> String {
     match key {
-        Some(key) => format!(" with Idempotency-Key {key}"),
+        Some(key) => format!(" with Idempotency-Key {}", wire(key)),
         None => String::new(),
     }
+}
+
+/// The key's header value as sent.
+fn wire(key: &IdempotencyKey) -> String {
+    String::from_utf8_lossy(key.header_value().as_bytes()).into_owned()
 }

@@ -1,5 +1,5 @@
 //! What the client half costs a client: keyed creates through `reqwest_middleware` with
-//! idemkey-reqwest's `IdempotencyMiddleware::default()` (which makes the key), against the
+//! idemkey-reqwest's `IdempotencyMiddleware` declaring the service (it makes the key), against the
 //! same creates through the same `reqwest::Client` with no middleware and the key set by
 //! hand. Same server, bodies, credentials and connection pool; only the middleware differs.
 //!
@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use http::StatusCode;
 use http::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
-use idemkey_reqwest::{Delivery, IDEMPOTENCY_KEY, IdempotencyMiddleware};
+use idemkey_reqwest::{Delivery, IDEMPOTENCY_KEY, IdempotencyMiddleware, Policy};
 use reqwest::{Response, Url};
 use reqwest_middleware::ClientWithMiddleware;
 
@@ -184,10 +184,10 @@ fn ops(ctx: &Ctx, target: &Target) -> anyhow::Result<(Arc<Create>, Arc<Create>)>
         .tcp_nodelay(true)
         .timeout(Limits::REQUEST.time)
         .build()?;
-    let keyed = reqwest_middleware::ClientBuilder::new(client.clone())
-        .with(IdempotencyMiddleware::default())
-        .build();
     let url: Url = format!("http://{}/v1/notes", target.addr).parse()?;
+    let keyed = reqwest_middleware::ClientBuilder::new(client.clone())
+        .with(IdempotencyMiddleware::new(Policy::for_base(url.clone())))
+        .build();
     let create = |via, side: &str| {
         Arc::new(Create {
             via,

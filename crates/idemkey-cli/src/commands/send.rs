@@ -6,7 +6,11 @@
 //! nothing else; stderr gets `idemkey: key KEY` before the first attempt whenever the
 //! request carries a key, so that a caller can run the whole command again with `--key`, and
 //! one `idemkey: error: ...` line when there is no final answer. Exit status: 0 for a final
-//! 2xx, 1 for another final status, 2 for a usage error or no final answer.
+//! 2xx, 1 for another final status, 2 for a usage error (nothing sent), 3 for no final answer
+//! (the outcome is unknown; the line says how to run again under the same key).
+//!
+//! The user named the URL, so its server is declared to honour keys: a lost answer is
+//! retried under the key, as before the middleware asked servers to be declared.
 
 use std::io::{Read, Write};
 use std::process::ExitCode;
@@ -14,8 +18,8 @@ use std::time::Duration;
 
 use clap::Args;
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
-use idemkey_reqwest::reqwest_middleware::{self, ClientBuilder, ClientWithMiddleware};
-use idemkey_reqwest::{IdempotencyKey, IdempotencyMiddleware, Policy};
+use idemkey_reqwest::reqwest_middleware::{self, ClientWithMiddleware};
+use idemkey_reqwest::{IdempotencyKey, Policy};
 use reqwest::{Response, Url, Version};
 
 /// How much of an answer is read before it is handed on, so that an answer cut off within
@@ -58,8 +62,9 @@ pub(crate) struct SendArgs {
     /// `2m`, or a number of seconds.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
     max_time: Duration,
-    /// The most time for one attempt, cut to what is left of --max-time, so that a stalled
-    /// server does not take the whole budget.
+    /// The most time one attempt waits for its answer, cut to what is left of --max-time, so
+    /// that a stalled server does not take the whole budget; also the longest pause in an
+    /// answer's body.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     attempt_timeout: Duration,
     /// Retries after the first attempt, at most [default: 10].
@@ -74,7 +79,12 @@ pub(crate) struct SendArgs {
 #[derive(Clone, Debug)]
 pub(crate) struct Header(HeaderName, HeaderValue);
 
-/// Why the command ends with status 2: its `idemkey: ` line.
+/// The exit status of a usage error: nothing was sent.
+const EXIT_USAGE: u8 = 2;
+/// The exit status of no final answer: the outcome is unknown.
+const EXIT_NO_ANSWER: u8 = 3;
+
+/// Why the command ends without a final answer: its `idemkey: ` line.
 #[derive(Debug)]
 enum Stop {
     /// The command line asks for something that cannot be sent.
@@ -90,40 +100,43 @@ pub(crate) async fn run(args: SendArgs) -> ExitCode {
         Ok(code) => code,
         Err(Stop::Usage(message)) => {
             eprintln!("idemkey: error: {message} (try --help)");
-            ExitCode::from(2)
+            ExitCode::from(EXIT_USAGE)
         }
         Err(Stop::Failed(message)) => {
             eprintln!("idemkey: error: {message}");
-            ExitCode::from(2)
+            ExitCode::from(EXIT_NO_ANSWER)
         }
     }
 }
 
 async fn send(args: SendArgs) -> Result<ExitCode, Stop> {
     let key = args.key().map_err(Stop::Usage)?;
-    let body = read_body(args.data.as_deref()).map_err(Stop::Failed)?;
+    let body = read_body(args.data.as_deref()).map_err(Stop::Usage)?;
     let client = client(&args).map_err(Stop::Failed)?;
     let mut request = client
         .request(args.method.clone(), args.url.clone())
-        .headers(args.header_map())
-        .timeout(args.attempt_timeout);
+        .headers(args.header_map());
     if let Some(body) = body {
         request = request.body(body);
     }
-    if let Some(key) = key {
+    if let Some(key) = &key {
         eprintln!("idemkey: key {key}");
-        request = request.with_extension(key);
+        request = request.with_extension(key.clone());
     }
     let exchange = async {
-        let response = request.send().await.map_err(no_answer)?;
+        let response = request
+            .send()
+            .await
+            .map_err(|e| no_answer(e, key.as_ref()))?;
         print(response, args.include).await
     };
     tokio::time::timeout(args.max_time, exchange)
         .await
         .unwrap_or_else(|_| {
             Err(Stop::Failed(format!(
-                "no complete answer within --max-time {}",
-                humantime::format_duration(args.max_time)
+                "no complete answer within --max-time {}{}",
+                humantime::format_duration(args.max_time),
+                key.as_ref().map(resume_hint).unwrap_or_default()
             )))
         })
 }
@@ -145,9 +158,14 @@ impl SendArgs {
         map
     }
 
+    /// The user named the URL: its server is declared to honour keys. Redirects are not
+    /// followed, as curl does without `-L`: a redirected POST is not the request the script
+    /// sent.
     fn policy(&self) -> Policy {
-        let policy = Policy::default()
+        let policy = Policy::for_base(self.url.clone())
+            .max_redirects(0)
             .max_elapsed(self.max_time)
+            .attempt_timeout(self.attempt_timeout)
             .buffer_limit(BUFFER_LIMIT);
         match self.retries {
             Some(retries) => policy.max_retries(retries),
@@ -156,16 +174,14 @@ impl SendArgs {
     }
 }
 
-/// The client: https through the system's TLS library, redirects not followed (as curl
-/// without `-L`: a redirected POST is not the request the script sent).
+/// The client: https through the system's TLS library, the middleware of the policy. An
+/// attempt waits --attempt-timeout for its answer (the policy's), and a body that stalls as
+/// long is cut (reqwest's read timeout): a stream's body flows on while it moves.
 fn client(args: &SendArgs) -> Result<ClientWithMiddleware, String> {
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
+    let reqwest = reqwest::Client::builder().read_timeout(args.attempt_timeout);
+    let builder = idemkey_reqwest::client_builder(reqwest, args.policy())
         .map_err(|error| format!("cannot set up the HTTP client: {error}"))?;
-    Ok(ClientBuilder::new(client)
-        .with(IdempotencyMiddleware::new(args.policy()))
-        .build())
+    Ok(builder.build())
 }
 
 /// `-d`'s body, read whole: the text, a file's bytes (`@FILE`) or stdin's (`-`, `@-`).
@@ -189,20 +205,33 @@ fn read_body(data: Option<&str>) -> Result<Option<Vec<u8>>, String> {
 }
 
 /// The line for a request that ended without a final answer.
-fn no_answer(error: reqwest_middleware::Error) -> Stop {
-    let key = match &error {
-        reqwest_middleware::Error::Middleware(inner) => inner
-            .downcast_ref::<idemkey_reqwest::Error>()
-            .and_then(|e| e.key().map(str::to_owned)),
-        reqwest_middleware::Error::Reqwest(_) => None,
+fn no_answer(error: reqwest_middleware::Error, key: Option<&IdempotencyKey>) -> Stop {
+    let line = format!("gave up: {}", crate::causes(&error.into()));
+    Stop::Failed(line + &key.map(resume_hint).unwrap_or_default())
+}
+
+/// How to run the command again under the same key, sending the header's same bytes:
+/// `--key` sends the draft's quoted form, so a key sent in another form (bare, from `-H`) is
+/// given back as the header.
+fn resume_hint(key: &IdempotencyKey) -> String {
+    let argument = if key.is_quoted_form() {
+        format!("--key {}", shell_word(key.as_str()))
+    } else {
+        let value = String::from_utf8_lossy(key.header_value().as_bytes()).into_owned();
+        format!("-H {}", shell_word(&format!("Idempotency-Key: {value}")))
     };
-    let mut line = format!("gave up: {}", crate::causes(&error.into()));
-    if let Some(key) = key {
-        line.push_str(&format!(
-            " (the key is still good: run again with --key {key})"
-        ));
+    format!(" (the key is still good: run the same command again with {argument})")
+}
+
+/// `text` as one word for a POSIX shell: as it is when it has no character a shell treats
+/// specially, else in single quotes.
+fn shell_word(text: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_.,:/@%+=".contains(c);
+    if !text.is_empty() && text.chars().all(plain) {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
     }
-    Stop::Failed(line)
 }
 
 /// Writes the answer to stdout (its head first with `include`); the exit status of its
@@ -472,6 +501,20 @@ mod tests {
             ])
             .is_err()
         );
+    }
+
+    #[test]
+    fn the_resume_hint_sends_the_same_bytes() {
+        let quoted = IdempotencyKey::new("k-1").unwrap();
+        assert!(resume_hint(&quoted).ends_with("again with --key k-1)"));
+        let bare = IdempotencyKey::from_header(&HeaderValue::from_static("k-1")).unwrap();
+        let hint = resume_hint(&bare);
+        assert!(
+            hint.ends_with("again with -H 'Idempotency-Key: k-1')"),
+            "{hint}"
+        );
+        let odd = IdempotencyKey::new("it's").unwrap();
+        assert!(resume_hint(&odd).ends_with(r"--key 'it'\''s')"));
     }
 
     #[test]

@@ -609,12 +609,11 @@ fn middleware_sender(relay: SocketAddr, callers: usize) -> Sender {
     let base = format!("http://{relay}/").parse().unwrap();
     // Backoff shorter than the default (0.5 s doubling to 5 s) keeps the campaign short;
     // 40 retries within 60 s outlast a restart and a stranded claim's 2 s lease.
-    let policy = Policy::default()
+    let policy = Policy::for_base(base)
         .max_retries(40)
         .max_elapsed(Duration::from_secs(60))
         .initial_backoff(Duration::from_millis(100))
-        .max_backoff(Duration::from_secs(1))
-        .limit_to(base);
+        .max_backoff(Duration::from_secs(1));
     let clients: Vec<ClientWithMiddleware> = (0..callers)
         .map(|_| {
             let http = reqwest::Client::builder()

@@ -99,7 +99,7 @@ fn wrong(
     let expected = match status {
         Some(200..=299) => 0,
         Some(_) => 1,
-        None => 2,
+        None => 3,
     };
     if code != Some(expected) {
         return Some(format!("exit {code:?} for status {status:?}: {stderr}"));

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use idemkey_reqwest::{Delivery, Error, Reason};
+use idemkey_reqwest::{Delivery, Error, IdempotencyKey, Reason};
 
 use crate::support::{
     Reply, Server, answer, client, client_with, created, fast, http_date_in, own_error, status,
@@ -54,23 +54,49 @@ async fn retry_after_as_an_http_date_is_waited() {
     assert!(gap >= Duration::from_secs(1), "retried after {gap:?}");
 }
 
-#[tokio::test]
-async fn retry_after_on_request_in_flight_is_waited() {
+/// idemkey's 409 `request-in-flight`, asking for a wait of `retry_after`.
+fn in_flight(retry_after: &str) -> Reply {
     let body = format!(
         r#"{{"type":"{}request-in-flight","status":409}}"#,
         crate::support::PROBLEMS
     );
-    let in_flight = answer(
-        409,
-        &[
-            ("retry-after", "1"),
-            ("content-type", "application/problem+json"),
-        ],
-        body.as_bytes(),
-    );
-    let server = Server::start(vec![Reply::Answer(in_flight), created()]).await;
+    let headers = [
+        ("retry-after", retry_after),
+        ("content-type", "application/problem+json"),
+    ];
+    Reply::Answer(answer(409, &headers, body.as_bytes()))
+}
+
+#[tokio::test]
+async fn retry_after_on_request_in_flight_is_waited() {
+    let server = Server::start(vec![in_flight("1"), created()]).await;
     let gap = gap_after(&server).await;
     assert!(gap >= Duration::from_secs(1), "retried after {gap:?}");
+}
+
+#[tokio::test]
+async fn a_retry_after_of_zero_waits_the_floor() {
+    let busy = answer(503, &[("retry-after", "0")], b"");
+    let server = Server::start(vec![Reply::Answer(busy), created()]).await;
+    let gap = gap_after(&server).await;
+    assert!(gap >= Duration::from_millis(100), "retried after {gap:?}");
+}
+
+#[tokio::test]
+async fn polls_of_a_request_in_flight_do_not_use_up_the_retries() {
+    let mut replies = vec![in_flight("0"); 5];
+    replies.push(created());
+    let server = Server::start(replies).await;
+    let policy = fast()
+        .max_retries(1)
+        .min_retry_after(Duration::from_millis(1));
+    let response = client(policy)
+        .post(server.url("/notes"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    assert_eq!(delivery(&response).attempts, 6);
 }
 
 #[tokio::test]
@@ -136,7 +162,10 @@ async fn out_of_retries_with_no_answer_it_gives_up_with_the_key() {
             reason,
             ..
         } => {
-            assert_eq!(key.as_deref(), Some(unquoted(&sent)));
+            assert_eq!(
+                key.as_ref().map(IdempotencyKey::as_str),
+                Some(unquoted(&sent))
+            );
             assert_eq!(*attempts, 3);
             assert_eq!(*reason, Reason::NoAnswer);
         }
@@ -190,4 +219,19 @@ async fn a_client_wide_timeout_still_bounds_each_attempt() {
     assert_eq!(response.status(), 201);
     assert_eq!(delivery(&response).attempts, 2);
     assert_eq!(response.text().await.unwrap(), "created");
+}
+
+#[tokio::test]
+async fn an_attempt_timeout_cuts_a_stalled_attempt_and_retries_it() {
+    let late = Reply::Late(Duration::from_secs(5), answer(201, &[], b"late"));
+    let server = Server::start(vec![late, created()]).await;
+    let policy = fast().attempt_timeout(Duration::from_millis(200));
+    let response = client(policy)
+        .post(server.url("/notes"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.text().await.unwrap(), "created");
+    let keys = server.keys();
+    assert!(keys.len() == 2 && keys[0].is_some() && keys[0] == keys[1]);
 }

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use idemkey_reqwest::{Delivery, Error, Policy, Reason};
+use idemkey_reqwest::{Delivery, Error, IdempotencyKey, Policy, Reason};
 use reqwest::Body;
 
 use crate::support::{
@@ -41,7 +41,10 @@ async fn assert_sent_twice_with_one_key(server: &Server, response: reqwest::Resp
     assert!(seen.iter().all(|s| s.body == br#"{"title":"a"}"#));
     let sent = seen[0].key.clone().unwrap();
     assert_eq!(seen[1].key.as_deref(), Some(sent.as_str()));
-    assert_eq!(delivery.key.as_deref(), Some(unquoted(&sent)));
+    assert_eq!(
+        delivery.key.as_ref().map(IdempotencyKey::as_str),
+        Some(unquoted(&sent))
+    );
     assert_eq!(delivery.attempts, 2);
 }
 
@@ -75,7 +78,10 @@ async fn a_refused_connection_is_retried() {
     let server = server.lock().unwrap().take().unwrap();
     let keys = server.keys();
     assert_eq!(keys.len(), 1);
-    assert_eq!(keys[0].as_deref().map(unquoted), delivery.key.as_deref());
+    assert_eq!(
+        keys[0].as_deref().map(unquoted),
+        delivery.key.as_ref().map(IdempotencyKey::as_str)
+    );
 }
 
 #[tokio::test]
@@ -170,8 +176,28 @@ async fn not_found_is_never_retried() {
 }
 
 #[tokio::test]
-async fn a_409_that_is_not_in_flight_is_never_retried() {
-    final_after(problem(409, "email-taken"), 409, fast()).await;
+async fn a_plain_409_to_a_keyed_request_is_retried_after_backoff() {
+    // The draft gives a keyed request's 409 one meaning: the key is still being processed.
+    retried_after(status(409), fast()).await;
+    retried_after(problem(409, "email-taken"), fast()).await;
+}
+
+#[tokio::test]
+async fn a_409_that_says_the_key_was_reused_is_never_retried() {
+    final_after(problem(409, "key-reused"), 409, fast()).await;
+}
+
+#[tokio::test]
+async fn a_409_to_a_request_without_a_key_is_final() {
+    let server = Server::start(vec![problem(409, "email-taken"), created()]).await;
+    let response = client(fast())
+        .put(server.url("/users/7"))
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 409);
+    assert_eq!(server.keys(), [None]);
 }
 
 #[tokio::test]
@@ -216,7 +242,10 @@ async fn a_stream_body_that_needs_a_retry_is_an_error_after_one_attempt() {
             status,
             ..
         } => {
-            assert_eq!(key.as_deref(), Some(unquoted(&sent)));
+            assert_eq!(
+                key.as_ref().map(IdempotencyKey::as_str),
+                Some(unquoted(&sent))
+            );
             assert_eq!(*reason, Reason::Unavailable);
             assert_eq!(status.map(|s| s.as_u16()), Some(503));
         }

@@ -154,7 +154,7 @@ async fn connection(stream: TcpStream, seen: Arc<Mutex<Vec<Seen>>>, script: Arc<
 
 /// One request: its head up to the empty line, then its body (`Content-Length` or chunked);
 /// `None` when the connection ends first.
-async fn read_request(stream: &mut BufReader<TcpStream>) -> Option<Seen> {
+pub(crate) async fn read_request(stream: &mut BufReader<TcpStream>) -> Option<Seen> {
     let request_line = read_line(stream).await?;
     let mut parts = request_line.split(' ');
     let method = parts.next()?.to_owned();
@@ -263,8 +263,14 @@ pub(crate) fn http_date_in(ahead: Duration) -> String {
     httpdate::fmt_http_date(SystemTime::now() + ahead)
 }
 
-/// A policy whose backoff is short, so that a test with retries is quick.
+/// A policy whose backoff is short, so that a test with retries is quick, declaring that the
+/// test's servers (every port of 127.0.0.1) honour keys.
 pub(crate) fn fast() -> Policy {
+    undeclared().honoured_where(|url| url.host_str() == Some("127.0.0.1"))
+}
+
+/// [`fast`], declaring no server.
+pub(crate) fn undeclared() -> Policy {
     Policy::default()
         .initial_backoff(Duration::from_millis(1))
         .max_backoff(Duration::from_millis(5))
@@ -282,8 +288,13 @@ pub(crate) fn client_with(
     policy: Policy,
     inner: Option<BeforeEachAttempt>,
 ) -> ClientWithMiddleware {
-    // A proxy from the environment would stand between the test and its server.
-    let reqwest = builder.no_proxy().build().unwrap();
+    // A proxy from the environment would stand between the test and its server; the
+    // middleware follows redirects itself.
+    let reqwest = builder
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
     let builder =
         reqwest_middleware::ClientBuilder::new(reqwest).with(IdempotencyMiddleware::new(policy));
     match inner {
