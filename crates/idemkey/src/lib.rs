@@ -180,8 +180,13 @@ pub use idemkey_sqlx::SqliteStore;
 pub mod redis {
     pub use idemkey_redis::*;
 }
+/// Messages, once (`idemkey-inbox`): an idempotent consumer of NATS JetStream, its record and
+/// outbox committed in the handler's transaction.
+#[cfg(feature = "nats")]
+pub use idemkey_inbox as inbox;
 #[cfg(feature = "redis")]
 pub use idemkey_redis::RedisStore;
+
 /// The client half (`idemkey-reqwest`): a reqwest middleware that gives each create request one
 /// `Idempotency-Key`, kept on every retry, and retries exactly what is safe to retry.
 #[cfg(feature = "client")]

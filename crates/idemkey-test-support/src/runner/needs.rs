@@ -20,6 +20,10 @@ pub const MYSQL_DEFAULT_URL: &str = "mysql://root@127.0.0.1:3306/test";
 pub const REDIS_URL_ENV: &str = "IDEMKEY_TEST_REDIS_URL";
 /// The standalone Redis server used when [`REDIS_URL_ENV`] is not set and one answers here.
 pub const REDIS_DEFAULT_URL: &str = "redis://127.0.0.1:6379";
+/// The variable naming the NATS server (with JetStream) the tests run against.
+pub const NATS_URL_ENV: &str = "IDEMKEY_TEST_NATS_URL";
+/// The NATS server used when [`NATS_URL_ENV`] is not set and one answers here.
+pub const NATS_DEFAULT_URL: &str = "nats://127.0.0.1:4222";
 /// The variable naming a Valkey 8+ server program for the Valkey tests.
 pub const VALKEY_ENV: &str = "IDEMKEY_TEST_VALKEY_SERVER";
 
@@ -53,13 +57,15 @@ pub enum Need {
     RedisServer,
     /// `python3` on the `PATH`: the proxy tests' upstream, and scripts of some tests.
     Python3,
+    /// A NATS server with JetStream: [`NATS_URL_ENV`], else one answering at 127.0.0.1:4222.
+    Nats,
 }
 
 impl Need {
     /// Why this need is missing here, or `None` when it is met. Probed once per process; a
     /// variable naming a server is trusted without a probe, as the user asked for it.
     pub fn missing(self) -> Option<&'static str> {
-        static MET: [OnceLock<bool>; 12] = [const { OnceLock::new() }; 12];
+        static MET: [OnceLock<bool>; 13] = [const { OnceLock::new() }; 13];
         let met = *MET[self as usize].get_or_init(|| self.probe());
         (!met).then(|| self.reason())
     }
@@ -100,6 +106,7 @@ impl Need {
                     && succeeds(Command::new("redis-cli").arg("--version"))
             }
             Self::Python3 => succeeds(Command::new("python3").arg("--version")),
+            Self::Nats => env_or(NATS_URL_ENV, || answers(4222)),
         }
     }
 
@@ -137,6 +144,9 @@ impl Need {
                 "no redis-server or redis-cli on the PATH; install redis-server to run the tests that start Redis servers of their own"
             }
             Self::Python3 => "no python3 on the PATH; install python3",
+            Self::Nats => {
+                "no NATS at 127.0.0.1:4222; start nats-server -js, or set IDEMKEY_TEST_NATS_URL=nats://HOST:PORT, to run the NATS tests"
+            }
         }
     }
 }
@@ -147,6 +157,15 @@ pub fn postgres_url() -> String {
     std::env::var(PG_URL_ENV).unwrap_or_else(|_| {
         Need::Postgres.require();
         PG_DEFAULT_URL.to_owned()
+    })
+}
+
+/// The NATS server's URL: [`NATS_URL_ENV`], else [`NATS_DEFAULT_URL`] if a server answers.
+/// Neither: the test fails, saying so.
+pub fn nats_url() -> String {
+    std::env::var(NATS_URL_ENV).unwrap_or_else(|_| {
+        Need::Nats.require();
+        NATS_DEFAULT_URL.to_owned()
     })
 }
 

@@ -1,0 +1,191 @@
+//! An order consumer that ships each order once: it reads JSON orders `{"order_id": ...}`
+//! from the JetStream stream `orders` (created if missing), inserts one row per execution into
+//! `shipments` (no unique constraint on `order_id`, so a duplicate would show), and publishes
+//! `{"order_id": ...}` to `shipped` through the outbox. Each message needs a `Nats-Msg-Id`.
+//!
+//! ```sh
+//! cargo run -p idemkey-inbox --example orders -- --broker nats://127.0.0.1:4222 \
+//!     --database-url sqlite://orders.db --mode atomic
+//! ```
+//!
+//! It prints one line when it is ready and exits cleanly on SIGTERM or Ctrl-C.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use clap::Parser;
+use idemkey_core::Operation;
+use idemkey_inbox::async_nats::jetstream::{self, consumer::pull, stream};
+use idemkey_inbox::nats::{self, ConsumerSettings, JetStreamPublisher};
+use idemkey_inbox::{BoxError, Inbox, Outbox, OutboxDb, Relay};
+use idemkey_sqlx::{PgStore, SqliteStore, SqlxStore};
+use serde_json::Value;
+use sqlx::{Postgres, Sqlite, Transaction};
+
+#[derive(Debug, Parser)]
+#[command(about = "Ships each order of the JetStream stream `orders` once.")]
+struct Args {
+    /// The broker: nats://HOST:PORT.
+    #[arg(long)]
+    broker: String,
+    /// Where records, outbox and shipments live: sqlite://FILE or postgres://...
+    #[arg(long, default_value = "sqlite://orders.db")]
+    database_url: String,
+    /// The inbox's mode: atomic (the record commits with the shipment).
+    #[arg(long, default_value = "atomic", value_parser = ["atomic"])]
+    mode: String,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    if !args.broker.starts_with("nats://") {
+        bail!("--broker: expected nats://HOST:PORT, got {}", args.broker);
+    }
+    if args.database_url.starts_with("postgres") {
+        let store = PgStore::connect(&args.database_url).await?;
+        run::<Postgres>(
+            &args,
+            store,
+            "INSERT INTO shipments (order_id, shipped_at) VALUES ($1, $2)",
+        )
+        .await
+    } else if args.database_url.starts_with("sqlite:") {
+        let store = SqliteStore::connect(&args.database_url).await?;
+        run::<Sqlite>(
+            &args,
+            store,
+            "INSERT INTO shipments (order_id, shipped_at) VALUES (?1, ?2)",
+        )
+        .await
+    } else {
+        bail!(
+            "--database-url: expected sqlite://FILE or postgres://..., got {}",
+            args.database_url
+        )
+    }
+}
+
+/// Sets up the streams, the tables and the consumer, then consumes until SIGTERM or Ctrl-C.
+async fn run<DB>(args: &Args, store: SqlxStore<DB>, insert: &'static str) -> anyhow::Result<()>
+where
+    DB: OutboxDb,
+    for<'c> &'c mut <DB as sqlx::Database>::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    <DB as sqlx::Database>::Arguments: sqlx::IntoArguments<DB>,
+{
+    sqlx::query(
+        "CREATE TABLE IF NOT EXISTS shipments (order_id TEXT NOT NULL, shipped_at BIGINT NOT NULL)",
+    )
+    .execute(store.pool())
+    .await?;
+    let inbox = Inbox::new(store, "shipper", Operation::new("ship-order", "v1"));
+    inbox.migrate().await?;
+    let client = idemkey_inbox::async_nats::connect(&args.broker)
+        .await
+        .with_context(|| format!("connecting to {}", args.broker))?;
+    let js = jetstream::new(client);
+    for name in ["orders", "shipped"] {
+        js.get_or_create_stream(stream::Config {
+            name: name.to_owned(),
+            subjects: vec![name.to_owned()],
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| anyhow::anyhow!("stream {name}: {e}"))?;
+    }
+    let consumer: jetstream::consumer::PullConsumer = js
+        .get_stream("orders")
+        .await
+        .map_err(|e| anyhow::anyhow!("stream orders: {e}"))?
+        .get_or_create_consumer(
+            "shipper",
+            pull::Config {
+                durable_name: Some("shipper".to_owned()),
+                ..Default::default()
+            },
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("consumer shipper: {e}"))?;
+    let relay = Relay::new(inbox.store().clone(), JetStreamPublisher::new(js.clone()));
+    let sweeping = {
+        let relay = relay.clone();
+        tokio::spawn(async move {
+            relay
+                .run(Duration::from_secs(5), std::future::pending())
+                .await
+        })
+    };
+    println!(
+        "ready: shipping orders from {} (stream orders, consumer shipper) into {} ({} mode)",
+        args.broker, args.database_url, args.mode
+    );
+    let handler = Ship { insert };
+    nats::consume(
+        &consumer,
+        &inbox,
+        &relay,
+        &ConsumerSettings::default(),
+        &handler,
+        stopped(),
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("consuming: {e}"))?;
+    sweeping.abort();
+    inbox.store().close().await;
+    Ok(())
+}
+
+/// Completes on SIGTERM or Ctrl-C.
+async fn stopped() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+/// Inserts a shipment for the order and publishes it to `shipped`.
+struct Ship {
+    insert: &'static str,
+}
+
+impl<DB> nats::Handler<DB> for Ship
+where
+    DB: OutboxDb,
+    for<'c> &'c mut <DB as sqlx::Database>::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    <DB as sqlx::Database>::Arguments: sqlx::IntoArguments<DB>,
+{
+    async fn handle(
+        &self,
+        message: &jetstream::Message,
+        tx: &mut Transaction<'static, DB>,
+        outbox: &mut Outbox,
+    ) -> Result<(), BoxError> {
+        let order: Value = serde_json::from_slice(&message.payload)?;
+        let id = match order.get("order_id") {
+            Some(Value::String(id)) => id.clone(),
+            Some(id @ Value::Number(_)) => id.to_string(),
+            _ => return Err("the order has no order_id".into()),
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        sqlx::query(self.insert)
+            .bind(id)
+            .bind(now)
+            .execute(&mut **tx)
+            .await?;
+        let shipped = serde_json::json!({ "order_id": order["order_id"] });
+        outbox.publish("shipped", serde_json::to_vec(&shipped)?);
+        Ok(())
+    }
+}
