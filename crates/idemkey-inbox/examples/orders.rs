@@ -34,6 +34,10 @@ struct Args {
     /// The inbox's mode: atomic (the record commits with the shipment).
     #[arg(long, default_value = "atomic", value_parser = ["atomic"])]
     mode: String,
+    /// How long JetStream waits for a delivery's acknowledgement before delivering it again,
+    /// in milliseconds, when the consumer `shipper` is created.
+    #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(100..))]
+    ack_wait_ms: u64,
 }
 
 #[tokio::main]
@@ -107,6 +111,7 @@ where
             "shipper",
             pull::Config {
                 durable_name: Some("shipper".to_owned()),
+                ack_wait: Duration::from_millis(args.ack_wait_ms),
                 ..Default::default()
             },
         )

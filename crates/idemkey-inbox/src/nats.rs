@@ -9,8 +9,8 @@ use async_nats::HeaderMap;
 use async_nats::header::NATS_MESSAGE_ID;
 use async_nats::jetstream::consumer::PullConsumer;
 use async_nats::jetstream::{self, AckKind};
-use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
+use futures_util::{FutureExt, StreamExt};
 use sqlx::Transaction;
 
 use crate::relay::{BoxError, HandlerError};
@@ -137,18 +137,32 @@ pub async fn consume<DB: OutboxDb>(
     handler: &impl Handler<DB>,
     stop: impl Future<Output = ()>,
 ) -> Result<(), BoxError> {
-    let messages = consumer.messages().await?;
-    let stop = std::pin::pin!(stop);
-    messages
-        .take_until(stop)
-        .for_each_concurrent(settings.concurrency, |message| async move {
-            match message {
-                Ok(message) => deliver(&message, inbox, relay, settings, handler).await,
-                Err(error) => tracing::warn!(%error, "idemkey: JetStream delivery"),
+    let stop = stop.shared();
+    loop {
+        // A broker restart or a lost connection ends or breaks the stream of messages: the
+        // deliveries in progress finish, and a new stream is opened where the last stopped.
+        match consumer.messages().await {
+            Ok(messages) => {
+                messages
+                    .take_until(stop.clone())
+                    .for_each_concurrent(settings.concurrency, |message| async move {
+                        match message {
+                            Ok(message) => deliver(&message, inbox, relay, settings, handler).await,
+                            Err(error) => tracing::warn!(%error, "idemkey: JetStream delivery"),
+                        }
+                    })
+                    .await;
             }
-        })
-        .await;
-    Ok(())
+            Err(error) => tracing::warn!(%error, "idemkey: opening JetStream's messages"),
+        }
+        if stop.peek().is_some() {
+            return Ok(());
+        }
+        tokio::select! {
+            () = stop.clone() => return Ok(()),
+            () = tokio::time::sleep(Duration::from_millis(500)) => {}
+        }
+    }
 }
 
 /// A [`Handler`] with its delivery: the inbox's [`MessageHandler`].

@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used, unreachable_pub, missing_docs)]
 
+mod campaign;
 mod common;
 mod jetstream;
 mod process;

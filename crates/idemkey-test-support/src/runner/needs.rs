@@ -59,13 +59,15 @@ pub enum Need {
     Python3,
     /// A NATS server with JetStream: [`NATS_URL_ENV`], else one answering at 127.0.0.1:4222.
     Nats,
+    /// `nats-server` on the `PATH`, for a test that starts and restarts a broker of its own.
+    NatsServer,
 }
 
 impl Need {
     /// Why this need is missing here, or `None` when it is met. Probed once per process; a
     /// variable naming a server is trusted without a probe, as the user asked for it.
     pub fn missing(self) -> Option<&'static str> {
-        static MET: [OnceLock<bool>; 13] = [const { OnceLock::new() }; 13];
+        static MET: [OnceLock<bool>; 14] = [const { OnceLock::new() }; 14];
         let met = *MET[self as usize].get_or_init(|| self.probe());
         (!met).then(|| self.reason())
     }
@@ -107,6 +109,7 @@ impl Need {
             }
             Self::Python3 => succeeds(Command::new("python3").arg("--version")),
             Self::Nats => env_or(NATS_URL_ENV, || answers(4222)),
+            Self::NatsServer => succeeds(Command::new("nats-server").arg("--version")),
         }
     }
 
@@ -146,6 +149,9 @@ impl Need {
             Self::Python3 => "no python3 on the PATH; install python3",
             Self::Nats => {
                 "no NATS at 127.0.0.1:4222; start nats-server -js, or set IDEMKEY_TEST_NATS_URL=nats://HOST:PORT, to run the NATS tests"
+            }
+            Self::NatsServer => {
+                "no nats-server on the PATH; install nats-server to run the tests that start brokers of their own"
             }
         }
     }
