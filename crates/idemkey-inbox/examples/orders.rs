@@ -1,11 +1,16 @@
 //! An order consumer that ships each order once: it reads JSON orders `{"order_id": ...}`
-//! from the JetStream stream `orders` (created if missing), inserts one row per execution into
-//! `shipments` (no unique constraint on `order_id`, so a duplicate would show), and publishes
-//! `{"order_id": ...}` to `shipped` through the outbox. Each message needs a `Nats-Msg-Id`.
+//! from the JetStream stream `orders`, or the RabbitMQ queue `orders` (created if missing),
+//! inserts one row per execution into `shipments` (no unique constraint on `order_id`, so a
+//! duplicate would show), and publishes `{"order_id": ...}` to `shipped` through the outbox.
+//! Each message needs an id: `Nats-Msg-Id` on JetStream, the `message-id` property on
+//! RabbitMQ. On RabbitMQ, `orders` is a quorum queue whose rejected messages go to
+//! `orders.dead`.
 //!
 //! ```sh
 //! cargo run -p idemkey-inbox --example orders -- --broker nats://127.0.0.1:4222 \
 //!     --database-url sqlite://orders.db --mode atomic
+//! cargo run -p idemkey-inbox --example orders -- --broker amqp://guest:guest@127.0.0.1:5672 \
+//!     --database-url postgres://postgres@127.0.0.1:5432/test
 //! ```
 //!
 //! It prints one line when it is ready and exits cleanly on SIGTERM or Ctrl-C.
@@ -15,7 +20,13 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use clap::Parser;
 use idemkey_core::Operation;
+use idemkey_inbox::amqp::{self, AmqpPublisher};
 use idemkey_inbox::async_nats::jetstream::{self, consumer::pull, stream};
+use idemkey_inbox::lapin;
+use idemkey_inbox::lapin::options::{
+    BasicConsumeOptions, BasicQosOptions, ConfirmSelectOptions, QueueDeclareOptions,
+};
+use idemkey_inbox::lapin::types::{AMQPValue, FieldTable};
 use idemkey_inbox::nats::{self, ConsumerSettings, JetStreamPublisher};
 use idemkey_inbox::{BoxError, Inbox, Outbox, OutboxDb, Relay};
 use idemkey_sqlx::{PgStore, SqliteStore, SqlxStore};
@@ -25,7 +36,7 @@ use sqlx::{Postgres, Sqlite, Transaction};
 #[derive(Debug, Parser)]
 #[command(about = "Ships each order of the JetStream stream `orders` once.")]
 struct Args {
-    /// The broker: nats://HOST:PORT.
+    /// The broker: nats://HOST:PORT or amqp://USER:PASS@HOST:PORT.
     #[arg(long)]
     broker: String,
     /// Where records, outbox and shipments live: sqlite://FILE or postgres://...
@@ -47,8 +58,11 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
-    if !args.broker.starts_with("nats://") {
-        bail!("--broker: expected nats://HOST:PORT, got {}", args.broker);
+    if !args.broker.starts_with("nats://") && !args.broker.starts_with("amqp://") {
+        bail!(
+            "--broker: expected nats://HOST:PORT or amqp://USER:PASS@HOST:PORT, got {}",
+            args.broker
+        );
     }
     if args.database_url.starts_with("postgres") {
         let store = PgStore::connect(&args.database_url).await?;
@@ -78,6 +92,7 @@ async fn main() -> anyhow::Result<()> {
 async fn run<DB>(args: &Args, store: SqlxStore<DB>, insert: &'static str) -> anyhow::Result<()>
 where
     DB: OutboxDb,
+    Ship: amqp::Handler<DB> + nats::Handler<DB>,
     for<'c> &'c mut <DB as sqlx::Database>::Connection: sqlx::Executor<'c, Database = DB>,
     for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
@@ -90,6 +105,10 @@ where
     .await?;
     let inbox = Inbox::new(store, "shipper", Operation::new("ship-order", "v1"));
     inbox.migrate().await?;
+    let handler = Ship { insert };
+    if args.broker.starts_with("amqp://") {
+        return run_amqp(args, inbox, handler).await;
+    }
     let client = idemkey_inbox::async_nats::connect(&args.broker)
         .await
         .with_context(|| format!("connecting to {}", args.broker))?;
@@ -130,20 +149,102 @@ where
         "ready: shipping orders from {} (stream orders, consumer shipper) into {} ({} mode)",
         args.broker, args.database_url, args.mode
     );
-    let handler = Ship { insert };
-    nats::consume(
-        &consumer,
-        &inbox,
-        &relay,
-        &ConsumerSettings::default(),
-        &handler,
-        stopped(),
-    )
-    .await
-    .map_err(|e| anyhow::anyhow!("consuming: {e}"))?;
+    let mut settings = ConsumerSettings::default();
+    // Below the acknowledgement wait, so that a delivery still running is not delivered again.
+    settings.progress_every =
+        Duration::from_millis(args.ack_wait_ms / 3).max(Duration::from_millis(50));
+    nats::consume(&consumer, &inbox, &relay, &settings, &handler, stopped())
+        .await
+        .map_err(|e| anyhow::anyhow!("consuming: {e}"))?;
     sweeping.abort();
     inbox.store().close().await;
     Ok(())
+}
+
+/// Declares the queues and consumes `orders` until SIGTERM or Ctrl-C.
+async fn run_amqp<DB>(args: &Args, inbox: Inbox<DB>, handler: Ship) -> anyhow::Result<()>
+where
+    DB: OutboxDb,
+    Ship: amqp::Handler<DB>,
+{
+    let connection =
+        lapin::Connection::connect(&args.broker, lapin::ConnectionProperties::default())
+            .await
+            .with_context(|| format!("connecting to {}", redacted(&args.broker)))?;
+    let setup = connection.create_channel().await?;
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    let mut orders = FieldTable::default();
+    orders.insert(
+        "x-queue-type".into(),
+        AMQPValue::LongString("quorum".into()),
+    );
+    orders.insert(
+        "x-dead-letter-exchange".into(),
+        AMQPValue::LongString("".into()),
+    );
+    let dead = AMQPValue::LongString("orders.dead".into());
+    orders.insert("x-dead-letter-routing-key".into(), dead);
+    let queues = [
+        ("orders", orders),
+        ("orders.dead", FieldTable::default()),
+        ("shipped", FieldTable::default()),
+    ];
+    for (name, arguments) in queues {
+        setup
+            .queue_declare(name.into(), durable, arguments)
+            .await
+            .with_context(|| format!("queue {name}"))?;
+    }
+    let publishing = connection.create_channel().await?;
+    publishing
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    let relay = Relay::new(inbox.store().clone(), AmqpPublisher::new(publishing));
+    let sweeping = {
+        let relay = relay.clone();
+        tokio::spawn(async move {
+            relay
+                .run(Duration::from_secs(5), std::future::pending())
+                .await
+        })
+    };
+    let consuming = connection.create_channel().await?;
+    let settings = amqp::ConsumerSettings::default();
+    let prefetch = u16::try_from(settings.concurrency).unwrap_or(u16::MAX);
+    consuming
+        .basic_qos(prefetch, BasicQosOptions::default())
+        .await?;
+    let deliveries = consuming
+        .basic_consume(
+            "orders".into(),
+            "shipper".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await?;
+    println!(
+        "ready: shipping orders from {} (queue orders) into {} ({} mode)",
+        redacted(&args.broker),
+        args.database_url,
+        args.mode
+    );
+    amqp::consume(deliveries, &inbox, &relay, &settings, &handler, stopped()).await;
+    sweeping.abort();
+    inbox.store().close().await;
+    Ok(())
+}
+
+/// The broker's URL without its credentials.
+fn redacted(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}://***{}", &url[..scheme], &url[at..])
+        }
+        _ => url.to_owned(),
+    }
 }
 
 /// Completes on SIGTERM or Ctrl-C.
@@ -161,21 +262,21 @@ struct Ship {
     insert: &'static str,
 }
 
-impl<DB> nats::Handler<DB> for Ship
-where
-    DB: OutboxDb,
-    for<'c> &'c mut <DB as sqlx::Database>::Connection: sqlx::Executor<'c, Database = DB>,
-    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    <DB as sqlx::Database>::Arguments: sqlx::IntoArguments<DB>,
-{
-    async fn handle(
+impl Ship {
+    async fn ship<DB>(
         &self,
-        message: &jetstream::Message,
+        payload: &[u8],
         tx: &mut Transaction<'static, DB>,
         outbox: &mut Outbox,
-    ) -> Result<(), BoxError> {
-        let order: Value = serde_json::from_slice(&message.payload)?;
+    ) -> Result<(), BoxError>
+    where
+        DB: OutboxDb,
+        for<'c> &'c mut <DB as sqlx::Database>::Connection: sqlx::Executor<'c, Database = DB>,
+        for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+        for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+        <DB as sqlx::Database>::Arguments: sqlx::IntoArguments<DB>,
+    {
+        let order: Value = serde_json::from_slice(payload)?;
         let id = match order.get("order_id") {
             Some(Value::String(id)) => id.clone(),
             Some(id @ Value::Number(_)) => id.to_string(),
@@ -192,5 +293,41 @@ where
         let shipped = serde_json::json!({ "order_id": order["order_id"] });
         outbox.publish("shipped", serde_json::to_vec(&shipped)?);
         Ok(())
+    }
+}
+
+impl<DB> nats::Handler<DB> for Ship
+where
+    DB: OutboxDb,
+    for<'c> &'c mut <DB as sqlx::Database>::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    <DB as sqlx::Database>::Arguments: sqlx::IntoArguments<DB>,
+{
+    async fn handle(
+        &self,
+        message: &jetstream::Message,
+        tx: &mut Transaction<'static, DB>,
+        outbox: &mut Outbox,
+    ) -> Result<(), BoxError> {
+        self.ship(&message.payload, tx, outbox).await
+    }
+}
+
+impl<DB> amqp::Handler<DB> for Ship
+where
+    DB: OutboxDb,
+    for<'c> &'c mut <DB as sqlx::Database>::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    <DB as sqlx::Database>::Arguments: sqlx::IntoArguments<DB>,
+{
+    async fn handle(
+        &self,
+        delivery: &lapin::message::Delivery,
+        tx: &mut Transaction<'static, DB>,
+        outbox: &mut Outbox,
+    ) -> Result<(), BoxError> {
+        self.ship(&delivery.data, tx, outbox).await
     }
 }

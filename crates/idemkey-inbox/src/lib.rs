@@ -1,5 +1,5 @@
-//! Messages, once: an idempotent consumer (an *inbox*) and its *outbox*, for NATS JetStream,
-//! on idemkey's SQL stores.
+//! Messages, once: an idempotent consumer (an *inbox*) and its *outbox*, for NATS JetStream and
+//! RabbitMQ, on idemkey's SQL stores.
 //!
 //! Brokers deliver at least once. A consumer that crashes after its work and before its
 //! acknowledgement gets the message again; a publisher that retries after a lost confirm
@@ -23,9 +23,12 @@
 //!   sweep publishes what a crash left unpublished.
 //!
 //! The broker-independent part is [`Inbox::process`], which says what to tell the broker
-//! ([`Action`]); [`nats::consume`] (feature `nats`) runs a JetStream pull consumer through it.
+//! ([`Action`]); [`nats::consume`] (feature `nats`) runs a JetStream pull consumer through it,
+//! [`amqp::consume`] (feature `amqp`) a RabbitMQ consumer.
 
 mod action;
+#[cfg(feature = "amqp")]
+pub mod amqp;
 mod inbox;
 mod incoming;
 #[cfg(feature = "nats")]
@@ -38,6 +41,10 @@ pub use inbox::{Inbox, MessageHandler, Settings};
 pub use incoming::Incoming;
 pub use outbox::{Outbox, OutboxDb, Outgoing, TABLE};
 pub use relay::{BoxError, HandlerError, Publisher, Relay, RelayError};
+
+/// lapin, whose AMQP types [`amqp`] takes.
+#[cfg(feature = "amqp")]
+pub use lapin;
 
 /// async-nats, whose JetStream types [`nats`] takes.
 #[cfg(feature = "nats")]

@@ -180,9 +180,9 @@ pub use idemkey_sqlx::SqliteStore;
 pub mod redis {
     pub use idemkey_redis::*;
 }
-/// Messages, once (`idemkey-inbox`): an idempotent consumer of NATS JetStream, its record and
-/// outbox committed in the handler's transaction.
-#[cfg(feature = "nats")]
+/// Messages, once (`idemkey-inbox`): an idempotent consumer of NATS JetStream or RabbitMQ, its
+/// record and outbox committed in the handler's transaction.
+#[cfg(any(feature = "nats", feature = "amqp"))]
 pub use idemkey_inbox as inbox;
 #[cfg(feature = "redis")]
 pub use idemkey_redis::RedisStore;

@@ -24,6 +24,10 @@ pub const REDIS_DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 pub const NATS_URL_ENV: &str = "IDEMKEY_TEST_NATS_URL";
 /// The NATS server used when [`NATS_URL_ENV`] is not set and one answers here.
 pub const NATS_DEFAULT_URL: &str = "nats://127.0.0.1:4222";
+/// The variable naming the RabbitMQ server (AMQP 0-9-1) the tests run against.
+pub const AMQP_URL_ENV: &str = "IDEMKEY_TEST_AMQP_URL";
+/// The RabbitMQ server used when [`AMQP_URL_ENV`] is not set and one answers here.
+pub const AMQP_DEFAULT_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
 /// The variable naming a Valkey 8+ server program for the Valkey tests.
 pub const VALKEY_ENV: &str = "IDEMKEY_TEST_VALKEY_SERVER";
 
@@ -61,13 +65,15 @@ pub enum Need {
     Nats,
     /// `nats-server` on the `PATH`, for a test that starts and restarts a broker of its own.
     NatsServer,
+    /// A RabbitMQ server: [`AMQP_URL_ENV`], else one answering at 127.0.0.1:5672.
+    Rabbitmq,
 }
 
 impl Need {
     /// Why this need is missing here, or `None` when it is met. Probed once per process; a
     /// variable naming a server is trusted without a probe, as the user asked for it.
     pub fn missing(self) -> Option<&'static str> {
-        static MET: [OnceLock<bool>; 14] = [const { OnceLock::new() }; 14];
+        static MET: [OnceLock<bool>; 15] = [const { OnceLock::new() }; 15];
         let met = *MET[self as usize].get_or_init(|| self.probe());
         (!met).then(|| self.reason())
     }
@@ -110,6 +116,7 @@ impl Need {
             Self::Python3 => succeeds(Command::new("python3").arg("--version")),
             Self::Nats => env_or(NATS_URL_ENV, || answers(4222)),
             Self::NatsServer => succeeds(Command::new("nats-server").arg("--version")),
+            Self::Rabbitmq => env_or(AMQP_URL_ENV, || answers(5672)),
         }
     }
 
@@ -153,6 +160,9 @@ impl Need {
             Self::NatsServer => {
                 "no nats-server on the PATH; install nats-server to run the tests that start brokers of their own"
             }
+            Self::Rabbitmq => {
+                "no RabbitMQ at 127.0.0.1:5672; start rabbitmq-server, or set IDEMKEY_TEST_AMQP_URL=amqp://USER:PASS@HOST:PORT/%2f, to run the RabbitMQ tests"
+            }
         }
     }
 }
@@ -172,6 +182,15 @@ pub fn nats_url() -> String {
     std::env::var(NATS_URL_ENV).unwrap_or_else(|_| {
         Need::Nats.require();
         NATS_DEFAULT_URL.to_owned()
+    })
+}
+
+/// The RabbitMQ server's URL: [`AMQP_URL_ENV`], else [`AMQP_DEFAULT_URL`] if a server
+/// answers. Neither: the test fails, saying so.
+pub fn amqp_url() -> String {
+    std::env::var(AMQP_URL_ENV).unwrap_or_else(|_| {
+        Need::Rabbitmq.require();
+        AMQP_DEFAULT_URL.to_owned()
     })
 }
 
