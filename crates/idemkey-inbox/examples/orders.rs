@@ -29,9 +29,9 @@ use idemkey_inbox::lapin::options::{
 use idemkey_inbox::lapin::types::{AMQPValue, FieldTable};
 use idemkey_inbox::nats::{self, ConsumerSettings, JetStreamPublisher};
 use idemkey_inbox::{BoxError, Inbox, Outbox, OutboxDb, Relay};
-use idemkey_sqlx::{PgStore, SqliteStore, SqlxStore};
+use idemkey_sqlx::{MySqlStore, PgStore, SqliteStore, SqlxStore};
 use serde_json::Value;
-use sqlx::{Postgres, Sqlite, Transaction};
+use sqlx::{MySql, Postgres, Sqlite, Transaction};
 
 #[derive(Debug, Parser)]
 #[command(about = "Ships each order of the JetStream stream `orders` once.")]
@@ -39,7 +39,7 @@ struct Args {
     /// The broker: nats://HOST:PORT or amqp://USER:PASS@HOST:PORT.
     #[arg(long)]
     broker: String,
-    /// Where records, outbox and shipments live: sqlite://FILE or postgres://...
+    /// Where records, outbox and shipments live: sqlite://FILE, postgres://... or mysql://...
     #[arg(long, default_value = "sqlite://orders.db")]
     database_url: String,
     /// The inbox's mode: atomic (the record commits with the shipment).
@@ -80,9 +80,13 @@ async fn main() -> anyhow::Result<()> {
             "INSERT INTO shipments (order_id, shipped_at) VALUES (?1, ?2)",
         )
         .await
+    } else if args.database_url.starts_with("mysql:") {
+        let store = MySqlStore::connect(&args.database_url).await?;
+        let insert = "INSERT INTO shipments (order_id, shipped_at) VALUES (?, ?)";
+        run::<MySql>(&args, store, insert).await
     } else {
         bail!(
-            "--database-url: expected sqlite://FILE or postgres://..., got {}",
+            "--database-url: expected sqlite://FILE, postgres://... or mysql://..., got {}",
             args.database_url
         )
     }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use idemkey_inbox::amqp::{self, AmqpPublisher, ConsumerSettings};
 use idemkey_inbox::lapin::options::{
     BasicConsumeOptions, BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions,
-    QueueDeclareOptions,
+    QueueDeclareOptions, QueueDeleteOptions,
 };
 use idemkey_inbox::lapin::types::{AMQPValue, FieldTable, ShortString};
 use idemkey_inbox::lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
@@ -196,4 +196,12 @@ async fn on_rabbitmq_each_order_is_shipped_once_and_impostors_are_dead_lettered(
         2,
         "the impostor and the anonymous order"
     );
+    // The server is shared.
+    for name in [&orders, &dead, &shipped_queue] {
+        let name = ShortString::from(name.as_str());
+        setup
+            .queue_delete(name, QueueDeleteOptions::default())
+            .await
+            .unwrap();
+    }
 }

@@ -82,6 +82,13 @@ impl Streams {
         stream.info().await.unwrap().state.messages
     }
 
+    /// Deletes both streams: the server is shared.
+    async fn delete(&self) {
+        for name in [&self.orders, &self.shipped] {
+            self.js.delete_stream(name).await.unwrap();
+        }
+    }
+
     /// Deliveries of the orders' consumer not yet acknowledged or terminated.
     async fn unsettled(&self) -> u64 {
         let mut consumer = self.consumer.clone();
@@ -227,6 +234,7 @@ async fn each_order_once<DB>(
         "a shipment published twice"
     );
     assert_eq!(streams.unsettled().await, 0);
+    streams.delete().await;
 }
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [nats])]
@@ -247,6 +255,7 @@ async fn on_postgres_each_order_is_shipped_once_and_published_once() {
     let inbox = pg_inbox(&table).await;
     let insert: &'static str = format!("INSERT INTO {table} (order_id) VALUES ($1)").leak();
     let select = format!("SELECT order_id FROM {table}");
+    let pool = inbox.store().pool().clone();
     each_order_once::<Postgres>(inbox, insert, move |inbox| {
         let select = select.clone();
         Box::pin(async move {
@@ -257,6 +266,11 @@ async fn on_postgres_each_order_is_shipped_once_and_published_once() {
         })
     })
     .await;
+    let drop = format!("DROP TABLE {table}");
+    sqlx::query(sqlx::AssertSqlSafe(drop))
+        .execute(&pool)
+        .await
+        .unwrap();
 }
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [nats])]
@@ -287,6 +301,7 @@ async fn reused_and_missing_ids_are_terminated_and_never_run() {
     task.await.unwrap();
     assert_eq!(shipped(&inbox).await, ["o-1", "o-2"]);
     assert_eq!(streams.shipped_count().await, 2);
+    streams.delete().await;
 }
 
 #[idemkey_test_support::test(needs = [nats])]
@@ -329,4 +344,5 @@ async fn what_a_crash_left_in_the_outbox_is_swept_out_once() {
     // stream keeps one, by its Nats-Msg-Id.
     relay.publish(&[message]).await.unwrap();
     assert_eq!(streams.shipped_count().await, 1);
+    streams.delete().await;
 }

@@ -241,4 +241,9 @@ async fn a_delivery_while_the_first_still_runs_is_neither_run_nor_lost() {
             .await
             .unwrap();
     assert_eq!(rows, 1);
+    let drop = format!("DROP TABLE {table}");
+    sqlx::query(sqlx::AssertSqlSafe(drop))
+        .execute(first.store().pool())
+        .await
+        .unwrap();
 }
