@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use clap::Parser;
-use idemkey_core::Operation;
+use idemkey_core::{Operation, Store};
 use idemkey_inbox::amqp::{self, AmqpPublisher};
 use idemkey_inbox::async_nats::jetstream::{self, consumer::pull, stream};
 use idemkey_inbox::lapin;
@@ -28,7 +28,7 @@ use idemkey_inbox::lapin::options::{
 };
 use idemkey_inbox::lapin::types::{AMQPValue, FieldTable};
 use idemkey_inbox::nats::{self, ConsumerSettings, JetStreamPublisher};
-use idemkey_inbox::{BoxError, Inbox, Outbox, OutboxDb, Relay};
+use idemkey_inbox::{BoxError, Inbox, Outbox, OutboxDb, Publisher, Relay};
 use idemkey_sqlx::{MySqlStore, PgStore, SqliteStore, SqlxStore};
 use serde_json::Value;
 use sqlx::{MySql, Postgres, Sqlite, Transaction};
@@ -141,14 +141,7 @@ where
         .await
         .map_err(|e| anyhow::anyhow!("consumer shipper: {e}"))?;
     let relay = Relay::new(inbox.store().clone(), JetStreamPublisher::new(js.clone()));
-    let sweeping = {
-        let relay = relay.clone();
-        tokio::spawn(async move {
-            relay
-                .run(Duration::from_secs(5), std::future::pending())
-                .await
-        })
-    };
+    let sweeping = background(&inbox, &relay);
     println!(
         "ready: shipping orders from {} (stream orders, consumer shipper) into {} ({} mode)",
         args.broker, args.database_url, args.mode
@@ -207,14 +200,7 @@ where
         .confirm_select(ConfirmSelectOptions::default())
         .await?;
     let relay = Relay::new(inbox.store().clone(), AmqpPublisher::new(publishing));
-    let sweeping = {
-        let relay = relay.clone();
-        tokio::spawn(async move {
-            relay
-                .run(Duration::from_secs(5), std::future::pending())
-                .await
-        })
-    };
+    let sweeping = background(&inbox, &relay);
     let consuming = connection.create_channel().await?;
     let settings = amqp::ConsumerSettings::default();
     let prefetch = u16::try_from(settings.concurrency).unwrap_or(u16::MAX);
@@ -239,6 +225,29 @@ where
     sweeping.abort();
     inbox.store().close().await;
     Ok(())
+}
+
+/// In the background: the outbox's relay every 5 s, for what a crash left unpublished, and
+/// the records past their retention deleted every minute.
+fn background<DB, P>(inbox: &Inbox<DB>, relay: &Relay<DB, P>) -> tokio::task::JoinHandle<()>
+where
+    DB: OutboxDb,
+    P: Publisher + Clone + 'static,
+{
+    let (relay, store) = (relay.clone(), inbox.store().clone());
+    tokio::spawn(async move {
+        let records = async {
+            let mut ticks = tokio::time::interval(Duration::from_secs(60));
+            loop {
+                ticks.tick().await;
+                if let Err(error) = store.sweep(1000).await {
+                    tracing::warn!(%error, "sweeping expired records");
+                }
+            }
+        };
+        let outbox = relay.run(Duration::from_secs(5), std::future::pending());
+        tokio::join!(outbox, records);
+    })
 }
 
 /// The broker's URL without its credentials.
