@@ -167,8 +167,28 @@ async fn jetstream_of(url: &str) -> Result<Context, async_nats::ConnectError> {
     Ok(jetstream::new(async_nats::connect(url).await?))
 }
 
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [nats_server])]
-async fn the_example_consumer_ships_each_order_once_through_kills_and_broker_restarts() {
+/// What a campaign counts in the consumer's database: shipments, distinct orders shipped, and
+/// outbox messages left.
+async fn tally(database: &str) -> (i64, i64, i64) {
+    let shipments = "SELECT count(*), count(DISTINCT order_id) FROM shipments";
+    let outbox = "SELECT count(*) FROM idemkey_outbox";
+    if database.starts_with("postgres") {
+        let pool = sqlx::PgPool::connect(database).await.unwrap();
+        let (rows, distinct) = sqlx::query_as(shipments).fetch_one(&pool).await.unwrap();
+        let left = sqlx::query_scalar(outbox).fetch_one(&pool).await.unwrap();
+        pool.close().await;
+        (rows, distinct, left)
+    } else {
+        let pool = sqlx::SqlitePool::connect(database).await.unwrap();
+        let (rows, distinct) = sqlx::query_as(shipments).fetch_one(&pool).await.unwrap();
+        let left = sqlx::query_scalar(outbox).fetch_one(&pool).await.unwrap();
+        pool.close().await;
+        (rows, distinct, left)
+    }
+}
+
+/// The campaign against the consumer's `database`.
+async fn campaign(database: &str) {
     let (orders, kills, restarts) = (
         env_or("IDEMKEY_INBOX_ORDERS", 2000),
         env_or("IDEMKEY_INBOX_KILLS", 10),
@@ -177,8 +197,7 @@ async fn the_example_consumer_ships_each_order_once_through_kills_and_broker_res
     let mut rng = Rng::new(Rng::seed_from_env("IDEMKEY_INBOX_SEED"));
     let dir = tempfile::tempdir().unwrap();
     let mut broker = Broker::start(&dir.path().join("broker"));
-    let database = format!("sqlite://{}", dir.path().join("orders.db").display());
-    let mut consumer = Consumer::new(&broker.url(), &database);
+    let mut consumer = Consumer::new(&broker.url(), database);
     consumer.start();
 
     let url = broker.url();
@@ -204,36 +223,21 @@ async fn the_example_consumer_ships_each_order_once_through_kills_and_broker_res
     }
     publisher.await.unwrap();
 
-    let pool = sqlx::SqlitePool::connect(&database).await.unwrap();
     let settled = Instant::now() + Duration::from_secs(120);
-    let (rows, distinct, left, shipped) = loop {
-        let (rows, distinct): (i64, i64) =
-            sqlx::query_as("SELECT count(*), count(DISTINCT order_id) FROM shipments")
-                .fetch_one(&pool)
-                .await
-                .unwrap();
-        let left: i64 = sqlx::query_scalar("SELECT count(*) FROM idemkey_outbox")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
+    let ((rows, distinct, left), shipped) = loop {
+        let counts = tally(database).await;
         let js = jetstream_of(&broker.url()).await.unwrap();
-        let shipped = js
-            .get_stream("shipped")
-            .await
-            .unwrap()
-            .info()
-            .await
-            .unwrap()
-            .state
-            .messages;
-        let done = distinct as u64 == orders && left == 0 && shipped >= orders;
+        let mut stream = js.get_stream("shipped").await.unwrap();
+        let shipped = stream.info().await.unwrap().state.messages;
+        let done = counts.1 as u64 == orders && counts.2 == 0 && shipped >= orders;
         if done || Instant::now() > settled {
-            break (rows, distinct, left, shipped);
+            break (counts, shipped);
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
     println!(
-        "inbox campaign: {orders} orders ({} published twice), {kills} consumer kills, {restarts} broker restarts: {rows} shipments, {distinct} distinct, {shipped} published downstream, {left} left in the outbox",
+        "inbox campaign on {}: {orders} orders ({} published twice), {kills} consumer kills, {restarts} broker restarts: {rows} shipments, {distinct} distinct, {shipped} published downstream, {left} left in the outbox",
+        database.split(':').next().unwrap_or(""),
         orders.div_ceil(10)
     );
     assert_eq!(distinct as u64, orders, "orders missing");
@@ -243,4 +247,22 @@ async fn the_example_consumer_ships_each_order_once_through_kills_and_broker_res
         shipped, orders,
         "shipments published twice or missing downstream"
     );
+}
+
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [nats_server])]
+async fn on_sqlite_the_example_consumer_ships_each_order_once_through_kills_and_broker_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    campaign(&format!(
+        "sqlite://{}",
+        dir.path().join("orders.db").display()
+    ))
+    .await;
+}
+
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [nats_server, postgres])]
+async fn on_postgres_the_example_consumer_ships_each_order_once_through_kills_and_broker_restarts()
+{
+    let base = idemkey_test_support::runner::needs::postgres_url();
+    let schema = idemkey_test_support::db::pg::Schema::create(&base).await;
+    campaign(&schema.url()).await;
 }
