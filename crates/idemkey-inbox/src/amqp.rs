@@ -10,7 +10,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use futures_util::{FutureExt, StreamExt};
+use futures_util::StreamExt;
 use lapin::Confirmation;
 use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicNackOptions, BasicPublishOptions, BasicRejectOptions};
@@ -19,8 +19,11 @@ use lapin::{BasicProperties, Channel};
 use sqlx::Transaction;
 
 use crate::relay::{BoxError, HandlerError};
+use idemkey_core::{DerivedKeys, Store};
+
 use crate::{
-    Action, Inbox, Incoming, MessageHandler, Outbox, OutboxDb, Outgoing, Publisher, Relay,
+    Action, Inbox, Incoming, LeaseInbox, MessageHandler, Outbox, OutboxDb, Outgoing, Publisher,
+    Relay,
 };
 
 /// Publishes outbox messages to the default exchange, routed to the queue named by their
@@ -110,19 +113,109 @@ pub async fn consume<DB: OutboxDb, P: Publisher>(
     handler: &impl Handler<DB>,
     stop: impl Future<Output = ()>,
 ) {
-    let stop = stop.shared();
+    let atomic = Atomic {
+        inbox,
+        relay,
+        settings,
+        handler,
+    };
+    each_delivery(deliveries, settings, &atomic, stop).await;
+}
+
+/// A message's business code in lease mode, as [`consume_lease`] runs it: its external
+/// effects, each under a key derived from the message's record.
+pub trait LeaseHandler: Send + Sync {
+    /// Does `delivery`'s work under `keys`.
+    fn handle<'t>(
+        &'t self,
+        delivery: &'t Delivery,
+        keys: &'t DerivedKeys,
+    ) -> impl Future<Output = Result<(), BoxError>> + Send + 't;
+}
+
+/// [`consume`] in lease mode, through `inbox`: each message run under its claim with its
+/// derived keys, acknowledged once its record is complete. What the handler publishes it
+/// publishes itself, with a derived key as the `message-id`.
+pub async fn consume_lease<S: Store + Sync>(
+    deliveries: lapin::Consumer,
+    inbox: &LeaseInbox<S>,
+    settings: &ConsumerSettings,
+    handler: &impl LeaseHandler,
+    stop: impl Future<Output = ()>,
+) {
+    let lease = Lease {
+        inbox,
+        settings,
+        handler,
+    };
+    each_delivery(deliveries, settings, &lease, stop).await;
+}
+
+/// What to do with one delivery.
+trait Deliver: Sync {
+    fn deliver<'d>(&'d self, delivery: &'d Delivery) -> impl Future<Output = ()> + Send + 'd;
+}
+
+async fn each_delivery(
+    deliveries: lapin::Consumer,
+    settings: &ConsumerSettings,
+    deliver: &impl Deliver,
+    stop: impl Future<Output = ()>,
+) {
     deliveries
         .take_until(stop)
         .for_each_concurrent(settings.concurrency, |delivery| async move {
             match delivery {
-                Ok(delivery) => deliver(&delivery, inbox, relay, settings, handler).await,
+                Ok(delivery) => deliver.deliver(&delivery).await,
                 Err(error) => tracing::warn!(%error, "idemkey: AMQP delivery"),
             }
         })
         .await;
 }
 
-/// A [`Handler`] with its delivery: the inbox's [`MessageHandler`].
+/// Atomic mode's deliveries.
+struct Atomic<'a, DB: OutboxDb, P, H> {
+    inbox: &'a Inbox<DB>,
+    relay: &'a Relay<DB, P>,
+    settings: &'a ConsumerSettings,
+    handler: &'a H,
+}
+
+impl<DB: OutboxDb, P: Publisher, H: Handler<DB>> Deliver for Atomic<'_, DB, P, H> {
+    async fn deliver(&self, delivery: &Delivery) {
+        let incoming = incoming(delivery, self.settings);
+        let handler = WithDelivery {
+            delivery,
+            handler: self.handler,
+        };
+        let action = self.inbox.process(&incoming, handler).await;
+        let publish = answer(delivery, action, self.settings).await;
+        if let Err(error) = self.relay.publish(&publish).await {
+            tracing::warn!(%error, "idemkey: outbox left for the relay");
+        }
+    }
+}
+
+/// Lease mode's deliveries.
+struct Lease<'a, S, H> {
+    inbox: &'a LeaseInbox<S>,
+    settings: &'a ConsumerSettings,
+    handler: &'a H,
+}
+
+impl<S: Store + Sync, H: LeaseHandler> Deliver for Lease<'_, S, H> {
+    async fn deliver(&self, delivery: &Delivery) {
+        let incoming = incoming(delivery, self.settings);
+        let handler = WithDelivery {
+            delivery,
+            handler: self.handler,
+        };
+        let action = self.inbox.process(&incoming, handler).await;
+        answer(delivery, action, self.settings).await;
+    }
+}
+
+/// A handler with its delivery: the inbox's [`MessageHandler`] or [`crate::LeaseHandler`].
 struct WithDelivery<'a, H> {
     delivery: &'a Delivery,
     handler: &'a H,
@@ -141,13 +234,20 @@ impl<DB: OutboxDb, H: Handler<DB>> MessageHandler<DB> for WithDelivery<'_, H> {
     }
 }
 
-async fn deliver<DB: OutboxDb, P: Publisher>(
-    delivery: &Delivery,
-    inbox: &Inbox<DB>,
-    relay: &Relay<DB, P>,
-    settings: &ConsumerSettings,
-    handler: &impl Handler<DB>,
-) {
+impl<H: LeaseHandler> crate::LeaseHandler for WithDelivery<'_, H> {
+    type Error = HandlerError;
+
+    fn handle<'t>(
+        &'t mut self,
+        keys: &'t DerivedKeys,
+    ) -> impl Future<Output = Result<(), HandlerError>> + Send + 't {
+        let run = self.handler.handle(self.delivery, keys);
+        async move { run.await.map_err(HandlerError) }
+    }
+}
+
+/// The delivery as the inbox reads it.
+fn incoming<'d>(delivery: &'d Delivery, settings: &'d ConsumerSettings) -> Incoming<'d> {
     let headers = delivery.properties.headers().as_ref();
     let header = |name: &str| match headers.and_then(|h| h.inner().get(name)) {
         Some(AMQPValue::LongString(value)) => Some(value.as_bytes()),
@@ -161,7 +261,7 @@ async fn deliver<DB: OutboxDb, P: Publisher>(
             .as_ref()
             .map(ShortString::as_str),
     };
-    let incoming = Incoming {
+    Incoming {
         id,
         subject: delivery.routing_key.as_str(),
         payload: &delivery.data,
@@ -171,11 +271,7 @@ async fn deliver<DB: OutboxDb, P: Publisher>(
             .filter_map(|name| header(name).map(|v| (name.as_str(), v)))
             .collect(),
         delivered: delivered(delivery),
-    };
-    let action = inbox
-        .process(&incoming, WithDelivery { delivery, handler })
-        .await;
-    answer(delivery, action, relay, settings).await;
+    }
 }
 
 /// Which delivery this is: the quorum queue's count of earlier ones plus one; on a classic
@@ -194,21 +290,10 @@ fn delivered(delivery: &Delivery) -> u64 {
     }
 }
 
-/// Tells the broker what the inbox decided, and publishes what the delivery committed.
-async fn answer<DB: OutboxDb, P: Publisher>(
-    delivery: &Delivery,
-    action: Action,
-    relay: &Relay<DB, P>,
-    settings: &ConsumerSettings,
-) {
-    let answered = match action {
-        Action::Ack { publish } => {
-            let acked = delivery.ack(BasicAckOptions::default()).await;
-            if let Err(error) = relay.publish(&publish).await {
-                tracing::warn!(%error, "idemkey: outbox left for the relay");
-            }
-            acked
-        }
+/// Tells the broker what the inbox decided; returns what the delivery committed to publish.
+async fn answer(delivery: &Delivery, action: Action, settings: &ConsumerSettings) -> Vec<Outgoing> {
+    let (answered, publish) = match action {
+        Action::Ack { publish } => (delivery.ack(BasicAckOptions::default()).await, publish),
         Action::Retry { after, reason } => {
             tracing::debug!(%reason, ?after, "idemkey: delivering again");
             tokio::time::sleep(after.min(settings.max_hold)).await;
@@ -216,12 +301,13 @@ async fn answer<DB: OutboxDb, P: Publisher>(
                 requeue: true,
                 ..Default::default()
             };
-            delivery.nack(requeue).await
+            (delivery.nack(requeue).await, Vec::new())
         }
         Action::DeadLetter(reason) => {
             tracing::warn!(%reason, queue = %delivery.routing_key, "idemkey: dead-lettered");
             metrics::counter!("idemkey_inbox_dead_letters_total").increment(1);
-            delivery.reject(BasicRejectOptions { requeue: false }).await
+            let reject = BasicRejectOptions { requeue: false };
+            (delivery.reject(reject).await, Vec::new())
         }
     };
     if let Err(error) = answered {
@@ -229,4 +315,5 @@ async fn answer<DB: OutboxDb, P: Publisher>(
         // acknowledged without running.
         tracing::warn!(%error, "idemkey: answering the broker");
     }
+    publish
 }

@@ -34,6 +34,20 @@ pub struct Settings {
     pub retention: Duration,
 }
 
+impl Settings {
+    /// Deliver again after the backoff of the `delivered`th delivery.
+    pub(crate) fn retry(&self, delivered: u64, reason: RetryReason) -> Action {
+        let doublings = u32::try_from(delivered.saturating_sub(1))
+            .unwrap_or(u32::MAX)
+            .min(20);
+        let after = self
+            .initial_backoff
+            .saturating_mul(1 << doublings)
+            .min(self.max_backoff);
+        Action::Retry { after, reason }
+    }
+}
+
 impl Default for Settings {
     fn default() -> Self {
         Self {
@@ -173,17 +187,8 @@ impl<DB: OutboxDb> Inbox<DB> {
         }
     }
 
-    /// Deliver again after the backoff of the `delivered`th delivery.
     fn retry(&self, delivered: u64, reason: RetryReason) -> Action {
-        let doublings = u32::try_from(delivered.saturating_sub(1))
-            .unwrap_or(u32::MAX)
-            .min(20);
-        let after = self
-            .settings
-            .initial_backoff
-            .saturating_mul(1 << doublings)
-            .min(self.settings.max_backoff);
-        Action::Retry { after, reason }
+        self.settings.retry(delivered, reason)
     }
 }
 

@@ -31,6 +31,7 @@ mod action;
 pub mod amqp;
 mod inbox;
 mod incoming;
+mod lease;
 #[cfg(feature = "nats")]
 pub mod nats;
 mod outbox;
@@ -39,6 +40,7 @@ mod relay;
 pub use action::{Action, DeadLetter, RetryReason};
 pub use inbox::{Inbox, MessageHandler, Settings};
 pub use incoming::Incoming;
+pub use lease::{LeaseHandler, LeaseInbox};
 pub use outbox::{Outbox, OutboxDb, Outgoing, TABLE};
 pub use relay::{BoxError, HandlerError, Publisher, Relay, RelayError};
 

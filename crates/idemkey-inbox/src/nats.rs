@@ -14,8 +14,11 @@ use futures_util::{FutureExt, StreamExt};
 use sqlx::Transaction;
 
 use crate::relay::{BoxError, HandlerError};
+use idemkey_core::{DerivedKeys, Store};
+
 use crate::{
-    Action, Inbox, Incoming, MessageHandler, Outbox, OutboxDb, Outgoing, Publisher, Relay,
+    Action, Inbox, Incoming, LeaseInbox, MessageHandler, Outbox, OutboxDb, Outgoing, Publisher,
+    Relay,
 };
 
 /// Publishes outbox messages to JetStream, each with its id as `Nats-Msg-Id`, waiting for the
@@ -137,6 +140,60 @@ pub async fn consume<DB: OutboxDb>(
     handler: &impl Handler<DB>,
     stop: impl Future<Output = ()>,
 ) -> Result<(), BoxError> {
+    let atomic = Atomic {
+        inbox,
+        relay,
+        settings,
+        handler,
+    };
+    each_delivery(consumer, settings, &atomic, stop).await
+}
+
+/// A message's business code in lease mode, as [`consume_lease`] runs it: its external
+/// effects, each under a key derived from the message's record.
+pub trait LeaseHandler: Send + Sync {
+    /// Does `message`'s work under `keys`.
+    fn handle<'t>(
+        &'t self,
+        message: &'t jetstream::Message,
+        keys: &'t DerivedKeys,
+    ) -> impl Future<Output = Result<(), BoxError>> + Send + 't;
+}
+
+/// [`consume`] in lease mode, through `inbox`: for handlers with effects outside the
+/// database, each run under the message's claim with its derived keys, the message
+/// acknowledged once its record is complete. What the handler publishes it publishes itself,
+/// under a derived key as the message id, so that a re-execution publishes the same message.
+pub async fn consume_lease<S: Store + Sync>(
+    consumer: &PullConsumer,
+    inbox: &LeaseInbox<S>,
+    settings: &ConsumerSettings,
+    handler: &impl LeaseHandler,
+    stop: impl Future<Output = ()>,
+) -> Result<(), BoxError> {
+    let lease = Lease {
+        inbox,
+        settings,
+        handler,
+    };
+    each_delivery(consumer, settings, &lease, stop).await
+}
+
+/// What to do with one delivery.
+trait Deliver: Sync {
+    fn deliver<'m>(
+        &'m self,
+        message: &'m jetstream::Message,
+    ) -> impl Future<Output = ()> + Send + 'm;
+}
+
+/// Delivers `consumer`'s messages through `deliver` until `stop` completes.
+async fn each_delivery(
+    consumer: &PullConsumer,
+    settings: &ConsumerSettings,
+    deliver: &impl Deliver,
+    stop: impl Future<Output = ()>,
+) -> Result<(), BoxError> {
     let stop = stop.shared();
     loop {
         // A broker restart or a lost connection ends or breaks the stream of messages: the
@@ -147,7 +204,7 @@ pub async fn consume<DB: OutboxDb>(
                     .take_until(stop.clone())
                     .for_each_concurrent(settings.concurrency, |message| async move {
                         match message {
-                            Ok(message) => deliver(&message, inbox, relay, settings, handler).await,
+                            Ok(message) => deliver.deliver(&message).await,
                             Err(error) => tracing::warn!(%error, "idemkey: JetStream delivery"),
                         }
                     })
@@ -165,7 +222,51 @@ pub async fn consume<DB: OutboxDb>(
     }
 }
 
-/// A [`Handler`] with its delivery: the inbox's [`MessageHandler`].
+/// Atomic mode's deliveries.
+struct Atomic<'a, DB: OutboxDb, H> {
+    inbox: &'a Inbox<DB>,
+    relay: &'a Relay<DB, JetStreamPublisher>,
+    settings: &'a ConsumerSettings,
+    handler: &'a H,
+}
+
+impl<DB: OutboxDb, H: Handler<DB>> Deliver for Atomic<'_, DB, H> {
+    async fn deliver(&self, message: &jetstream::Message) {
+        let incoming = incoming(message, self.settings);
+        let handler = WithMessage {
+            message,
+            handler: self.handler,
+        };
+        let run = self.inbox.process(&incoming, handler);
+        let action = in_progress(message, self.settings.progress_every, run).await;
+        let publish = answer(message, action).await;
+        if let Err(error) = self.relay.publish(&publish).await {
+            tracing::warn!(%error, "idemkey: outbox left for the relay");
+        }
+    }
+}
+
+/// Lease mode's deliveries.
+struct Lease<'a, S, H> {
+    inbox: &'a LeaseInbox<S>,
+    settings: &'a ConsumerSettings,
+    handler: &'a H,
+}
+
+impl<S: Store + Sync, H: LeaseHandler> Deliver for Lease<'_, S, H> {
+    async fn deliver(&self, message: &jetstream::Message) {
+        let incoming = incoming(message, self.settings);
+        let handler = WithMessage {
+            message,
+            handler: self.handler,
+        };
+        let run = self.inbox.process(&incoming, handler);
+        let action = in_progress(message, self.settings.progress_every, run).await;
+        answer(message, action).await;
+    }
+}
+
+/// A handler with its delivery: the inbox's [`MessageHandler`] or [`crate::LeaseHandler`].
 struct WithMessage<'a, H> {
     message: &'a jetstream::Message,
     handler: &'a H,
@@ -184,20 +285,26 @@ impl<DB: OutboxDb, H: Handler<DB>> MessageHandler<DB> for WithMessage<'_, H> {
     }
 }
 
-/// One delivery: processed, then answered to JetStream.
-async fn deliver<DB: OutboxDb>(
-    message: &jetstream::Message,
-    inbox: &Inbox<DB>,
-    relay: &Relay<DB, JetStreamPublisher>,
-    settings: &ConsumerSettings,
-    handler: &impl Handler<DB>,
-) {
+impl<H: LeaseHandler> crate::LeaseHandler for WithMessage<'_, H> {
+    type Error = HandlerError;
+
+    fn handle<'t>(
+        &'t mut self,
+        keys: &'t DerivedKeys,
+    ) -> impl Future<Output = Result<(), HandlerError>> + Send + 't {
+        let run = self.handler.handle(self.message, keys);
+        async move { run.await.map_err(HandlerError) }
+    }
+}
+
+/// The delivery as the inbox reads it.
+fn incoming<'m>(message: &'m jetstream::Message, settings: &'m ConsumerSettings) -> Incoming<'m> {
     let delivered = message
         .info()
         .map_or(1, |info| u64::try_from(info.delivered).unwrap_or(1));
     let headers = message.headers.as_ref();
     let value = |name: &str| headers.and_then(|h| h.get(name)).map(|v| v.as_str());
-    let incoming = Incoming {
+    Incoming {
         id: value(&settings.id_header),
         subject: message.subject.as_str(),
         payload: &message.payload,
@@ -207,10 +314,7 @@ async fn deliver<DB: OutboxDb>(
             .filter_map(|name| value(name).map(|v| (name.as_str(), v.as_bytes())))
             .collect(),
         delivered,
-    };
-    let run = inbox.process(&incoming, WithMessage { message, handler });
-    let action = in_progress(message, settings.progress_every, run).await;
-    answer(message, action, relay).await;
+    }
 }
 
 /// `run`, telling JetStream every `every` that the delivery is in progress.
@@ -233,12 +337,8 @@ async fn in_progress(
     }
 }
 
-/// Tells JetStream what the inbox decided, and publishes what the delivery committed.
-async fn answer<DB: OutboxDb>(
-    message: &jetstream::Message,
-    action: Action,
-    relay: &Relay<DB, JetStreamPublisher>,
-) {
+/// Tells JetStream what the inbox decided; returns what the delivery committed to publish.
+async fn answer(message: &jetstream::Message, action: Action) -> Vec<Outgoing> {
     let (kind, publish) = match action {
         Action::Ack { publish } => (AckKind::Ack, publish),
         Action::Retry { after, reason } => {
@@ -255,7 +355,5 @@ async fn answer<DB: OutboxDb>(
         // Unanswered, the delivery comes again after the wait: processed, it is acknowledged.
         tracing::warn!(%error, "idemkey: answering JetStream");
     }
-    if let Err(error) = relay.publish(&publish).await {
-        tracing::warn!(%error, "idemkey: outbox left for the relay");
-    }
+    publish
 }

@@ -10,6 +10,7 @@ mod amqp;
 mod campaign;
 mod common;
 mod jetstream;
+mod lease;
 mod process;
 
 fn main() -> std::process::ExitCode {
