@@ -85,7 +85,7 @@ struct Consumer {
 }
 
 impl Consumer {
-    fn new(broker: &str, database: &str) -> Self {
+    fn new(broker: &str, database: &str, mode: &str) -> Self {
         let args = [
             "--broker",
             broker,
@@ -93,6 +93,8 @@ impl Consumer {
             database,
             "--ack-wait-ms",
             "1000",
+            "--mode",
+            mode,
         ];
         Self {
             args: args.map(str::to_owned).to_vec(),
@@ -169,9 +171,13 @@ async fn jetstream_of(url: &str) -> Result<Context, async_nats::ConnectError> {
 
 /// What a campaign counts in the consumer's database: shipments, distinct orders shipped, and
 /// outbox messages left.
-async fn tally(database: &str) -> (i64, i64, i64) {
+async fn tally(database: &str, mode: &str) -> (i64, i64, i64) {
     let shipments = "SELECT count(*), count(DISTINCT order_id) FROM shipments";
-    let outbox = "SELECT count(*) FROM idemkey_outbox";
+    // Lease mode publishes directly: no outbox.
+    let outbox = match mode {
+        "lease" => "SELECT 0",
+        _ => "SELECT count(*) FROM idemkey_outbox",
+    };
     if database.starts_with("postgres") {
         let pool = sqlx::PgPool::connect(database).await.unwrap();
         let (rows, distinct) = sqlx::query_as(shipments).fetch_one(&pool).await.unwrap();
@@ -187,8 +193,8 @@ async fn tally(database: &str) -> (i64, i64, i64) {
     }
 }
 
-/// The campaign against the consumer's `database`.
-async fn campaign(database: &str) {
+/// The campaign against the consumer's `database`, in `mode`.
+async fn campaign(database: &str, mode: &str) {
     let (orders, kills, restarts) = (
         env_or("IDEMKEY_INBOX_ORDERS", 2000),
         env_or("IDEMKEY_INBOX_KILLS", 10),
@@ -197,7 +203,7 @@ async fn campaign(database: &str) {
     let mut rng = Rng::new(Rng::seed_from_env("IDEMKEY_INBOX_SEED"));
     let dir = tempfile::tempdir().unwrap();
     let mut broker = Broker::start(&dir.path().join("broker"));
-    let mut consumer = Consumer::new(&broker.url(), database);
+    let mut consumer = Consumer::new(&broker.url(), database, mode);
     consumer.start();
 
     let url = broker.url();
@@ -225,7 +231,7 @@ async fn campaign(database: &str) {
 
     let settled = Instant::now() + Duration::from_secs(120);
     let ((rows, distinct, left), shipped) = loop {
-        let counts = tally(database).await;
+        let counts = tally(database, mode).await;
         let js = jetstream_of(&broker.url()).await.unwrap();
         let mut stream = js.get_stream("shipped").await.unwrap();
         let shipped = stream.info().await.unwrap().state.messages;
@@ -236,7 +242,7 @@ async fn campaign(database: &str) {
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
     println!(
-        "inbox campaign on {}: {orders} orders ({} published twice), {kills} consumer kills, {restarts} broker restarts: {rows} shipments, {distinct} distinct, {shipped} published downstream, {left} left in the outbox",
+        "inbox campaign, {mode} mode on {}: {orders} orders ({} published twice), {kills} consumer kills, {restarts} broker restarts: {rows} shipments, {distinct} distinct, {shipped} published downstream, {left} left in the outbox",
         database.split(':').next().unwrap_or(""),
         orders.div_ceil(10)
     );
@@ -252,11 +258,15 @@ async fn campaign(database: &str) {
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [nats_server])]
 async fn on_sqlite_the_example_consumer_ships_each_order_once_through_kills_and_broker_restarts() {
     let dir = tempfile::tempdir().unwrap();
-    campaign(&format!(
-        "sqlite://{}",
-        dir.path().join("orders.db").display()
-    ))
-    .await;
+    let database = format!("sqlite://{}", dir.path().join("orders.db").display());
+    campaign(&database, "atomic").await;
+}
+
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [nats_server])]
+async fn in_lease_mode_the_example_consumer_ships_each_order_once_by_its_derived_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let database = format!("sqlite://{}", dir.path().join("orders.db").display());
+    campaign(&database, "lease").await;
 }
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [nats_server, postgres])]
@@ -264,5 +274,5 @@ async fn on_postgres_the_example_consumer_ships_each_order_once_through_kills_an
 {
     let base = idemkey_test_support::runner::needs::postgres_url();
     let schema = idemkey_test_support::db::pg::Schema::create(&base).await;
-    campaign(&schema.url()).await;
+    campaign(&schema.url(), "atomic").await;
 }
