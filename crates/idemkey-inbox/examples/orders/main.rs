@@ -117,8 +117,10 @@ where
                 pool: store.pool().clone(),
                 publisher: amqp.publisher,
             };
+            let sweeping = tokio::spawn(sweep_records(store.clone()));
             ready(args);
             amqp::consume_lease(amqp.deliveries, &inbox, &settings, &handler, stopped()).await;
+            sweeping.abort();
         } else {
             let inbox = Inbox::new(store.clone(), "shipper", operation);
             inbox.migrate().await?;
@@ -149,8 +151,12 @@ where
                 pool: store.pool().clone(),
                 publisher: nats.publisher,
             };
+            let sweeping = tokio::spawn(sweep_records(store.clone()));
             ready(args);
-            nats::consume_lease(&nats.consumer, &inbox, &settings, &handler, stopped()).await
+            let consumed =
+                nats::consume_lease(&nats.consumer, &inbox, &settings, &handler, stopped()).await;
+            sweeping.abort();
+            consumed
         } else {
             let inbox = Inbox::new(store.clone(), "shipper", operation);
             inbox.migrate().await?;
@@ -192,20 +198,23 @@ where
     DB: OutboxDb,
     P: Publisher + Clone + 'static,
 {
-    let (relay, store) = (relay.clone(), store.clone());
+    let relay = relay.clone();
+    let records = sweep_records(store.clone());
     tokio::spawn(async move {
-        let records = async {
-            let mut ticks = tokio::time::interval(Duration::from_secs(60));
-            loop {
-                ticks.tick().await;
-                if let Err(error) = store.sweep(1000).await {
-                    tracing::warn!(%error, "sweeping expired records");
-                }
-            }
-        };
         let outbox = relay.run(Duration::from_secs(5), std::future::pending());
         tokio::join!(outbox, records);
     })
+}
+
+/// Deletes the records past their retention, every minute, for ever.
+async fn sweep_records<DB: OutboxDb>(store: SqlxStore<DB>) {
+    let mut ticks = tokio::time::interval(Duration::from_secs(60));
+    loop {
+        ticks.tick().await;
+        if let Err(error) = store.sweep(1000).await {
+            tracing::warn!(%error, "sweeping expired records");
+        }
+    }
 }
 
 /// The broker's URL without its credentials.
