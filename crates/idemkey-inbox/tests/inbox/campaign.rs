@@ -169,27 +169,36 @@ async fn jetstream_of(url: &str) -> Result<Context, async_nats::ConnectError> {
     Ok(jetstream::new(async_nats::connect(url).await?))
 }
 
+/// The shipments, and the distinct orders shipped.
+const SHIPMENTS: &str = "SELECT count(*), count(DISTINCT order_id) FROM shipments";
+/// The outbox messages left.
+const OUTBOX: &str = "SELECT count(*) FROM idemkey_outbox";
+
+/// What [`tally`] counts, on a pool of `$pool` (the drivers share no type).
+macro_rules! counts {
+    ($pool:ty, $database:expr, $lease:expr) => {{
+        let pool = <$pool>::connect($database).await.unwrap();
+        let (rows, distinct) = sqlx::query_as(SHIPMENTS).fetch_one(&pool).await.unwrap();
+        // Lease mode publishes directly: no outbox.
+        let left = match $lease {
+            true => 0,
+            false => sqlx::query_scalar(OUTBOX).fetch_one(&pool).await.unwrap(),
+        };
+        pool.close().await;
+        (rows, distinct, left)
+    }};
+}
+
 /// What a campaign counts in the consumer's database: shipments, distinct orders shipped, and
 /// outbox messages left.
 async fn tally(database: &str, mode: &str) -> (i64, i64, i64) {
-    let shipments = "SELECT count(*), count(DISTINCT order_id) FROM shipments";
-    // Lease mode publishes directly: no outbox.
-    let outbox = match mode {
-        "lease" => "SELECT 0",
-        _ => "SELECT count(*) FROM idemkey_outbox",
-    };
-    if database.starts_with("postgres") {
-        let pool = sqlx::PgPool::connect(database).await.unwrap();
-        let (rows, distinct) = sqlx::query_as(shipments).fetch_one(&pool).await.unwrap();
-        let left = sqlx::query_scalar(outbox).fetch_one(&pool).await.unwrap();
-        pool.close().await;
-        (rows, distinct, left)
+    let lease = mode == "lease";
+    if database.starts_with("mysql") {
+        counts!(sqlx::MySqlPool, database, lease)
+    } else if database.starts_with("postgres") {
+        counts!(sqlx::PgPool, database, lease)
     } else {
-        let pool = sqlx::SqlitePool::connect(database).await.unwrap();
-        let (rows, distinct) = sqlx::query_as(shipments).fetch_one(&pool).await.unwrap();
-        let left = sqlx::query_scalar(outbox).fetch_one(&pool).await.unwrap();
-        pool.close().await;
-        (rows, distinct, left)
+        counts!(sqlx::SqlitePool, database, lease)
     }
 }
 
@@ -275,4 +284,21 @@ async fn on_postgres_the_example_consumer_ships_each_order_once_through_kills_an
     let base = idemkey_test_support::runner::needs::postgres_url();
     let schema = idemkey_test_support::db::pg::Schema::create(&base).await;
     campaign(&schema.url(), "atomic").await;
+}
+
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [nats_server, postgres])]
+async fn in_lease_mode_on_postgres_the_example_consumer_ships_each_order_once() {
+    let base = idemkey_test_support::runner::needs::postgres_url();
+    let schema = idemkey_test_support::db::pg::Schema::create(&base).await;
+    campaign(&schema.url(), "lease").await;
+}
+
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [nats_server, mysql])]
+async fn on_mysql_the_example_consumer_ships_each_order_once_through_kills_and_broker_restarts() {
+    let base = idemkey_test_support::runner::needs::mysql_url();
+    let name = idemkey_test_support::db::mysql::create_database().await;
+    let server = base
+        .rsplit_once('/')
+        .map_or(base.as_str(), |(server, _)| server);
+    campaign(&format!("{server}/{name}"), "atomic").await;
 }
