@@ -65,11 +65,6 @@ impl Amqp {
         let connection = lapin::Connection::connect(url, lapin::ConnectionProperties::default())
             .await
             .with_context(|| format!("connecting to {}", crate::redacted(url)))?;
-        let setup = connection.create_channel().await?;
-        let durable = QueueDeclareOptions {
-            durable: true,
-            ..Default::default()
-        };
         let mut orders = FieldTable::default();
         orders.insert(
             "x-queue-type".into(),
@@ -87,10 +82,7 @@ impl Amqp {
             ("shipped", FieldTable::default()),
         ];
         for (name, arguments) in queues {
-            setup
-                .queue_declare(name.into(), durable, arguments)
-                .await
-                .with_context(|| format!("queue {name}"))?;
+            declare(&connection, name, arguments).await?;
         }
         let publishing = connection.create_channel().await?;
         publishing
@@ -113,4 +105,39 @@ impl Amqp {
             deliveries,
         })
     }
+}
+
+/// Declares the durable queue `name` with `arguments`, or, when a queue of that name exists
+/// with other arguments (a publisher declared it first), takes it as it is: on a classic queue
+/// only whether a message was redelivered is known, and a rejected message is dropped unless
+/// the queue has a dead-letter exchange.
+async fn declare(
+    connection: &lapin::Connection,
+    name: &str,
+    arguments: FieldTable,
+) -> anyhow::Result<()> {
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    // A refused declaration closes its channel: each try has one of its own.
+    let declared = connection
+        .create_channel()
+        .await?
+        .queue_declare(name.into(), durable, arguments)
+        .await;
+    if let Err(error) = declared {
+        tracing::warn!(%error, queue = name, "the queue exists with other arguments: using it as it is");
+        let passive = QueueDeclareOptions {
+            passive: true,
+            ..Default::default()
+        };
+        connection
+            .create_channel()
+            .await?
+            .queue_declare(name.into(), passive, FieldTable::default())
+            .await
+            .with_context(|| format!("queue {name}"))?;
+    }
+    Ok(())
 }
