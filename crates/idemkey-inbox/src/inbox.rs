@@ -13,7 +13,6 @@ use idemkey_sqlx::{
 };
 use sqlx::Transaction;
 
-use crate::incoming::Refused;
 use crate::{Action, DeadLetter, Incoming, Outbox, OutboxDb, Outgoing, RetryReason};
 
 /// How an inbox retries and keeps its records; every setting has a documented default.
@@ -125,10 +124,7 @@ impl<DB: OutboxDb> Inbox<DB> {
     ) -> Action {
         let key = match incoming.key() {
             Ok(key) => key,
-            Err(Refused::NoId) => return Action::DeadLetter(DeadLetter::NoId),
-            Err(Refused::InvalidId(error)) => {
-                return Action::DeadLetter(DeadLetter::InvalidId(error.to_string()));
-            }
+            Err(refused) => return Action::DeadLetter(refused),
         };
         let request = ClaimRequest::new(
             self.consumer.clone(),

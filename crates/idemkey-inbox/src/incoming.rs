@@ -1,6 +1,8 @@
 //! A delivery as the inbox reads it, whatever the broker.
 
-use idemkey_core::{Fingerprint, Key, KeyError};
+use idemkey_core::{Fingerprint, Key};
+
+use crate::DeadLetter;
 
 /// One delivery of a message, as the inbox reads it.
 #[derive(Clone, Debug)]
@@ -19,10 +21,11 @@ pub struct Incoming<'a> {
 }
 
 impl Incoming<'_> {
-    /// The message's key: its id, which must be 1 to 255 visible ASCII characters.
-    pub(crate) fn key(&self) -> Result<Key, Refused> {
-        let id = self.id.ok_or(Refused::NoId)?;
-        Key::parse(id.as_bytes()).map_err(Refused::InvalidId)
+    /// The message's key: its id, which must be 1 to 255 visible ASCII characters; else why
+    /// the message goes to the dead-letter path unprocessed.
+    pub(crate) fn key(&self) -> Result<Key, DeadLetter> {
+        let id = self.id.ok_or(DeadLetter::NoId)?;
+        Key::parse(id.as_bytes()).map_err(|error| DeadLetter::InvalidId(error.to_string()))
     }
 
     /// What a redelivery or a republish must match: the subject, the named headers and the
@@ -34,15 +37,6 @@ impl Incoming<'_> {
         }
         builder.body(self.payload)
     }
-}
-
-/// Why a message is refused before anything runs.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum Refused {
-    #[error("the message has no id")]
-    NoId,
-    #[error("the message's id is not a key: {0}")]
-    InvalidId(KeyError),
 }
 
 #[cfg(test)]
@@ -78,11 +72,11 @@ mod tests {
             id: None,
             ..incoming(b"", b"")
         };
-        assert!(matches!(none.key(), Err(Refused::NoId)));
+        assert!(matches!(none.key(), Err(DeadLetter::NoId)));
         let spaced = Incoming {
             id: Some("has space"),
             ..incoming(b"", b"")
         };
-        assert!(matches!(spaced.key(), Err(Refused::InvalidId(_))));
+        assert!(matches!(spaced.key(), Err(DeadLetter::InvalidId(_))));
     }
 }

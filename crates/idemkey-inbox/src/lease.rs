@@ -12,7 +12,6 @@ use idemkey_core::{
     Begin, Claim, ClaimRequest, DerivedKeys, ExpiredLease, Operation, Store, StoredResponse,
 };
 
-use crate::incoming::Refused;
 use crate::{Action, DeadLetter, Incoming, RetryReason, Settings};
 
 /// A message's business code in lease mode: its external effects, each under a key derived
@@ -79,10 +78,7 @@ impl<S: Store> LeaseInbox<S> {
     pub async fn process<H: LeaseHandler>(&self, incoming: &Incoming<'_>, handler: H) -> Action {
         let key = match incoming.key() {
             Ok(key) => key,
-            Err(Refused::NoId) => return Action::DeadLetter(DeadLetter::NoId),
-            Err(Refused::InvalidId(error)) => {
-                return Action::DeadLetter(DeadLetter::InvalidId(error.to_string()));
-            }
+            Err(refused) => return Action::DeadLetter(refused),
         };
         let request = ClaimRequest::new(
             self.consumer.clone(),
