@@ -108,38 +108,9 @@ where
     let ack_wait = Duration::from_millis(args.ack_wait_ms);
     let lease = args.mode == "lease";
     if args.broker.starts_with("amqp://") {
-        let amqp = Amqp::connect(&args.broker, 16).await?;
-        let settings = amqp::ConsumerSettings::default();
-        if lease {
-            let inbox = LeaseInbox::new(store.clone(), "shipper", operation).with_lease(ack_wait);
-            let handler = ShipOnce {
-                sql,
-                pool: store.pool().clone(),
-                publisher: amqp.publisher,
-            };
-            let sweeping = tokio::spawn(sweep_records(store.clone()));
-            ready(args);
-            amqp::consume_lease(amqp.deliveries, &inbox, &settings, &handler, stopped()).await;
-            sweeping.abort();
-        } else {
-            let inbox = Inbox::new(store.clone(), "shipper", operation);
-            inbox.migrate().await?;
-            let relay = Relay::new(store.clone(), amqp.publisher);
-            let sweeping = background(&store, &relay);
-            ready(args);
-            amqp::consume(
-                amqp.deliveries,
-                &inbox,
-                &relay,
-                &settings,
-                &Ship(sql),
-                stopped(),
-            )
-            .await;
-            sweeping.abort();
-        }
+        run_amqp(args, &store, sql, operation, ack_wait).await?;
     } else {
-        let nats = Nats::connect(&args.broker, ack_wait).await?;
+        let nats = first_connection(|| Nats::connect(&args.broker, ack_wait)).await?;
         let mut settings = nats::ConsumerSettings::default();
         // Below the acknowledgement wait, so that a delivery still running is not delivered
         // again.
@@ -179,6 +150,128 @@ where
     }
     store.close().await;
     Ok(())
+}
+
+/// Consumes from RabbitMQ, connecting again whenever the connection closes (a broker
+/// restart), until SIGTERM or Ctrl-C. The first connection's failure is the command's error.
+async fn run_amqp<DB>(
+    args: &Args,
+    store: &SqlxStore<DB>,
+    sql: Sql,
+    operation: Operation,
+    ack_wait: Duration,
+) -> anyhow::Result<()>
+where
+    DB: OutboxDb,
+    Ship: amqp::Handler<DB>,
+    ShipOnce<DB, amqp::AmqpPublisher>: amqp::LeaseHandler,
+{
+    let stop = Stop::on_signal();
+    let settings = amqp::ConsumerSettings::default();
+    let records = tokio::spawn(sweep_records(store.clone()));
+    let mut amqp = first_connection(|| Amqp::connect(&args.broker, 16)).await?;
+    ready(args);
+    loop {
+        if args.mode == "lease" {
+            let inbox =
+                LeaseInbox::new(store.clone(), "shipper", operation.clone()).with_lease(ack_wait);
+            let handler = ShipOnce {
+                sql,
+                pool: store.pool().clone(),
+                publisher: amqp.publisher,
+            };
+            amqp::consume_lease(amqp.deliveries, &inbox, &settings, &handler, stop.wait()).await;
+        } else {
+            let inbox = Inbox::new(store.clone(), "shipper", operation.clone());
+            inbox.migrate().await?;
+            let relay = Relay::new(store.clone(), amqp.publisher);
+            let outbox = relay.clone();
+            let relaying = tokio::spawn(async move {
+                outbox
+                    .run(Duration::from_secs(5), std::future::pending())
+                    .await;
+            });
+            amqp::consume(
+                amqp.deliveries,
+                &inbox,
+                &relay,
+                &settings,
+                &Ship(sql),
+                stop.wait(),
+            )
+            .await;
+            relaying.abort();
+        }
+        if stop.is_set() {
+            break;
+        }
+        amqp = loop {
+            tracing::warn!("the connection to RabbitMQ closed: connecting again");
+            tokio::select! {
+                () = stop.wait() => {
+                    records.abort();
+                    return Ok(());
+                }
+                () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+            match Amqp::connect(&args.broker, 16).await {
+                Ok(amqp) => break amqp,
+                Err(error) => {
+                    tracing::warn!(error = format!("{error:#}"), "connecting to RabbitMQ")
+                }
+            }
+        };
+    }
+    records.abort();
+    Ok(())
+}
+
+/// The broker's side set up by `connect`, tried again for up to 30 s: a broker that is
+/// starting (or restarting) takes connections before its queues are ready. Its last error
+/// after that.
+async fn first_connection<T, F>(connect: impl Fn() -> F) -> anyhow::Result<T>
+where
+    F: std::future::Future<Output = anyhow::Result<T>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match connect().await {
+            Ok(connected) => return Ok(connected),
+            Err(error) if tokio::time::Instant::now() < deadline => {
+                tracing::warn!(
+                    error = format!("{error:#}"),
+                    "setting up the broker's side: trying again"
+                );
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(error) => return Err(error),
+        }
+    }
+}
+
+/// SIGTERM or Ctrl-C, seen by every wait on it, however many.
+#[derive(Clone)]
+struct Stop(tokio::sync::watch::Receiver<bool>);
+
+impl Stop {
+    fn on_signal() -> Self {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            stopped().await;
+            let _ = tx.send(true);
+        });
+        Self(rx)
+    }
+
+    /// Completes once stopped.
+    async fn wait(&self) {
+        let mut rx = self.0.clone();
+        let _ = rx.wait_for(|stopped| *stopped).await;
+    }
+
+    fn is_set(&self) -> bool {
+        *self.0.borrow()
+    }
 }
 
 /// The one line that says the consumer is ready.

@@ -1,87 +1,28 @@
-//! A crash campaign: the example consumer (`examples/orders.rs`) as a real process, killed with
-//! SIGKILL again and again while orders are published to a broker of the test's own, which is
-//! itself killed and restarted; afterwards every order shipped exactly once and every shipment
-//! published downstream exactly once.
+//! A crash campaign: the example consumer (`examples/orders`) as a real process, killed with
+//! SIGKILL again and again while orders are published to a broker of the test's own (a
+//! nats-server with JetStream, or a RabbitMQ node), which is itself crashed and restarted
+//! under the running consumer; afterwards every order shipped exactly once and every shipment
+//! seen downstream under exactly one id.
 //!
 //! Sizes: `IDEMKEY_INBOX_ORDERS` (2,000), `IDEMKEY_INBOX_KILLS` (10), `IDEMKEY_INBOX_RESTARTS`
 //! (2); the kills' times from `IDEMKEY_INBOX_SEED`.
 
+mod brokers;
+
 use std::io::{BufRead, BufReader};
-use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use async_nats::HeaderMap;
-use async_nats::jetstream::{self, Context};
 use idemkey_test_support::runner::rng::{Rng, env_or};
 
-/// A nats-server with JetStream of the test's own, on a port and a store directory that a
-/// restart keeps.
-struct Broker {
-    port: u16,
-    dir: PathBuf,
-    child: Child,
-}
+use self::brokers::{Broker, Downstream, Kind, Orders};
 
-impl Broker {
-    fn start(dir: &Path) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Self::spawn(dir, port);
-        Self {
-            port,
-            dir: dir.to_owned(),
-            child,
-        }
-    }
-
-    fn spawn(dir: &Path, port: u16) -> Child {
-        let child = Command::new("nats-server")
-            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-            .arg(dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        wait_for_port(port);
-        child
-    }
-
-    /// A crash: SIGKILL, then the same server again on its store.
-    fn restart(&mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-        self.child = Self::spawn(&self.dir, self.port);
-    }
-
-    fn url(&self) -> String {
-        format!("nats://127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn wait_for_port(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "nothing listens on {port}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// The example consumer as a process.
+/// The example consumer as a process, its log (stderr) in a file of the test's own.
 struct Consumer {
     args: Vec<String>,
     child: Option<Child>,
+    log: tempfile::NamedTempFile,
 }
 
 impl Consumer {
@@ -99,6 +40,7 @@ impl Consumer {
         Self {
             args: args.map(str::to_owned).to_vec(),
             child: None,
+            log: tempfile::NamedTempFile::new().unwrap(),
         }
     }
 
@@ -107,14 +49,25 @@ impl Consumer {
         let mut child = Command::new(example("orders"))
             .args(&self.args)
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(self.log.path())
+                    .unwrap(),
+            )
             .spawn()
             .unwrap();
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
             .unwrap();
-        assert!(line.starts_with("ready"), "the consumer said {line:?}");
+        let log = std::fs::read_to_string(self.log.path()).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(40).collect();
+        assert!(
+            line.starts_with("ready"),
+            "the consumer said {line:?}; the end of its log:\n{}",
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        );
         self.child = Some(child);
     }
 
@@ -145,28 +98,6 @@ fn example(name: &str) -> PathBuf {
         path.display()
     );
     path
-}
-
-/// Publishes order `n` under `Nats-Msg-Id: order-n`, again until the stream has it (a broker
-/// restart in between is a publish that failed, or that succeeded and lost its ack).
-async fn publish(url: &str, n: u64) {
-    loop {
-        if let Ok(js) = jetstream_of(url).await {
-            let mut headers = HeaderMap::new();
-            headers.insert("Nats-Msg-Id", format!("order-{n}").as_str());
-            let payload = format!(r#"{{"order_id":{n}}}"#).into_bytes().into();
-            if let Ok(ack) = js.publish_with_headers("orders", headers, payload).await
-                && let Ok(Ok(_)) = tokio::time::timeout(Duration::from_secs(2), ack).await
-            {
-                return;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-async fn jetstream_of(url: &str) -> Result<Context, async_nats::ConnectError> {
-    Ok(jetstream::new(async_nats::connect(url).await?))
 }
 
 /// The shipments, and the distinct orders shipped.
@@ -202,56 +133,57 @@ async fn tally(database: &str, mode: &str) -> (i64, i64, i64) {
     }
 }
 
-/// The campaign against the consumer's `database`, in `mode`.
-async fn campaign(database: &str, mode: &str) {
+/// The campaign on a `kind` broker of its own, against the consumer's `database`, in `mode`.
+async fn campaign(kind: Kind, database: &str, mode: &str) {
     let (orders, kills, restarts) = (
         env_or("IDEMKEY_INBOX_ORDERS", 2000),
         env_or("IDEMKEY_INBOX_KILLS", 10),
         env_or("IDEMKEY_INBOX_RESTARTS", 2),
     );
     let mut rng = Rng::new(Rng::seed_from_env("IDEMKEY_INBOX_SEED"));
-    let dir = tempfile::tempdir().unwrap();
-    let mut broker = Broker::start(&dir.path().join("broker"));
+    let mut broker = Broker::start(kind);
     let mut consumer = Consumer::new(&broker.url(), database, mode);
     consumer.start();
 
-    let url = broker.url();
-    let publisher = tokio::spawn(async move {
+    let mut publisher = Orders::new(kind, broker.url());
+    let publishing = tokio::spawn(async move {
         for n in 0..orders {
-            publish(&url, n).await;
+            publisher.publish(n).await;
             // About one in ten published again under its id, as a publisher that lost a
             // confirm does.
             if n % 10 == 3 {
-                publish(&url, n).await;
+                publisher.publish(n).await;
             }
         }
     });
-    // The broker's restarts fall evenly among the consumer's kills, each with a kill.
+    // The broker's crashes fall evenly among the consumer's kills, under a running consumer,
+    // which connects again by itself.
     let restart_at: Vec<u64> = (1..=restarts).map(|r| r * kills / (restarts + 1)).collect();
     for kill in 0..kills {
         tokio::time::sleep(rng.millis(100, 400)).await;
-        consumer.kill();
         if restart_at.contains(&kill) {
-            broker.restart();
+            tokio::task::block_in_place(|| broker.crash_restart());
+            // Long enough for the consumer to connect again by itself.
+            tokio::time::sleep(rng.millis(2000, 4000)).await;
         }
+        consumer.kill();
         consumer.start();
     }
-    publisher.await.unwrap();
+    publishing.await.unwrap();
 
     let settled = Instant::now() + Duration::from_secs(120);
-    let ((rows, distinct, left), shipped) = loop {
+    let mut downstream = Downstream::default();
+    let ((rows, distinct, left), (messages, ids)) = loop {
         let counts = tally(database, mode).await;
-        let js = jetstream_of(&broker.url()).await.unwrap();
-        let mut stream = js.get_stream("shipped").await.unwrap();
-        let shipped = stream.info().await.unwrap().state.messages;
-        let done = counts.1 as u64 == orders && counts.2 == 0 && shipped >= orders;
+        let seen = downstream.read(&broker).await.unwrap_or_default();
+        let done = counts.1 as u64 == orders && counts.2 == 0 && seen.1 >= orders;
         if done || Instant::now() > settled {
-            break (counts, shipped);
+            break (counts, seen);
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
     println!(
-        "inbox campaign, {mode} mode on {}: {orders} orders ({} published twice), {kills} consumer kills, {restarts} broker restarts: {rows} shipments, {distinct} distinct, {shipped} published downstream, {left} left in the outbox",
+        "inbox campaign, {kind:?}, {mode} mode on {}: {orders} orders ({} published twice), {kills} consumer kills, {restarts} broker crashes: {rows} shipments, {distinct} distinct, {messages} messages downstream under {ids} ids, {left} left in the outbox",
         database.split(':').next().unwrap_or(""),
         orders.div_ceil(10)
     );
@@ -259,46 +191,94 @@ async fn campaign(database: &str, mode: &str) {
     assert_eq!(rows, distinct, "orders shipped twice");
     assert_eq!(left, 0, "outbox messages never published");
     assert_eq!(
-        shipped, orders,
-        "shipments published twice or missing downstream"
+        ids, orders,
+        "shipments published under other ids, or missing downstream"
     );
 }
 
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [nats_server])]
-async fn on_sqlite_the_example_consumer_ships_each_order_once_through_kills_and_broker_restarts() {
+/// A SQLite file of the test's own, and its URL.
+fn sqlite() -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
-    let database = format!("sqlite://{}", dir.path().join("orders.db").display());
-    campaign(&database, "atomic").await;
+    let url = format!("sqlite://{}", dir.path().join("orders.db").display());
+    (dir, url)
 }
 
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [nats_server])]
-async fn in_lease_mode_the_example_consumer_ships_each_order_once_by_its_derived_keys() {
-    let dir = tempfile::tempdir().unwrap();
-    let database = format!("sqlite://{}", dir.path().join("orders.db").display());
-    campaign(&database, "lease").await;
-}
-
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [nats_server, postgres])]
-async fn on_postgres_the_example_consumer_ships_each_order_once_through_kills_and_broker_restarts()
-{
-    let base = idemkey_test_support::runner::needs::postgres_url();
-    let schema = idemkey_test_support::db::pg::Schema::create(&base).await;
-    campaign(&schema.url(), "atomic").await;
-}
-
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [nats_server, postgres])]
-async fn in_lease_mode_on_postgres_the_example_consumer_ships_each_order_once() {
-    let base = idemkey_test_support::runner::needs::postgres_url();
-    let schema = idemkey_test_support::db::pg::Schema::create(&base).await;
-    campaign(&schema.url(), "lease").await;
-}
-
-#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [nats_server, mysql])]
-async fn on_mysql_the_example_consumer_ships_each_order_once_through_kills_and_broker_restarts() {
+/// A MySQL database of the test's own on the tests' server, its URL.
+async fn mysql() -> String {
     let base = idemkey_test_support::runner::needs::mysql_url();
     let name = idemkey_test_support::db::mysql::create_database().await;
     let server = base
         .rsplit_once('/')
         .map_or(base.as_str(), |(server, _)| server);
-    campaign(&format!("{server}/{name}"), "atomic").await;
+    format!("{server}/{name}")
+}
+
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [nats_server])]
+async fn on_jetstream_and_sqlite_the_example_consumer_ships_each_order_once_through_crashes() {
+    let (_dir, database) = sqlite();
+    campaign(Kind::JetStream, &database, "atomic").await;
+}
+
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [nats_server])]
+async fn on_jetstream_in_lease_mode_the_example_consumer_ships_each_order_once_by_derived_keys() {
+    let (_dir, database) = sqlite();
+    campaign(Kind::JetStream, &database, "lease").await;
+}
+
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [nats_server, postgres])]
+async fn on_jetstream_and_postgres_the_example_consumer_ships_each_order_once_through_crashes() {
+    let schema = idemkey_test_support::db::pg::Schema::create(
+        &idemkey_test_support::runner::needs::postgres_url(),
+    )
+    .await;
+    campaign(Kind::JetStream, &schema.url(), "atomic").await;
+}
+
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [nats_server, postgres])]
+async fn on_jetstream_in_lease_mode_on_postgres_the_example_consumer_ships_each_order_once() {
+    let schema = idemkey_test_support::db::pg::Schema::create(
+        &idemkey_test_support::runner::needs::postgres_url(),
+    )
+    .await;
+    campaign(Kind::JetStream, &schema.url(), "lease").await;
+}
+
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [nats_server, mysql])]
+async fn on_jetstream_and_mysql_the_example_consumer_ships_each_order_once_through_crashes() {
+    campaign(Kind::JetStream, &mysql().await, "atomic").await;
+}
+
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [rabbitmq_server])]
+async fn on_rabbitmq_and_sqlite_the_example_consumer_ships_each_order_once_through_crashes() {
+    let (_dir, database) = sqlite();
+    campaign(Kind::Rabbitmq, &database, "atomic").await;
+}
+
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [rabbitmq_server])]
+async fn on_rabbitmq_in_lease_mode_the_example_consumer_ships_each_order_once_by_derived_keys() {
+    let (_dir, database) = sqlite();
+    campaign(Kind::Rabbitmq, &database, "lease").await;
+}
+
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [rabbitmq_server, postgres])]
+async fn on_rabbitmq_and_postgres_the_example_consumer_ships_each_order_once_through_crashes() {
+    let schema = idemkey_test_support::db::pg::Schema::create(
+        &idemkey_test_support::runner::needs::postgres_url(),
+    )
+    .await;
+    campaign(Kind::Rabbitmq, &schema.url(), "atomic").await;
+}
+
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [rabbitmq_server, postgres])]
+async fn on_rabbitmq_in_lease_mode_on_postgres_the_example_consumer_ships_each_order_once() {
+    let schema = idemkey_test_support::db::pg::Schema::create(
+        &idemkey_test_support::runner::needs::postgres_url(),
+    )
+    .await;
+    campaign(Kind::Rabbitmq, &schema.url(), "lease").await;
+}
+
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [rabbitmq_server, mysql])]
+async fn on_rabbitmq_and_mysql_the_example_consumer_ships_each_order_once_through_crashes() {
+    campaign(Kind::Rabbitmq, &mysql().await, "atomic").await;
 }

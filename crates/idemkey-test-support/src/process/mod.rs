@@ -3,11 +3,13 @@
 
 pub mod binary;
 pub mod mysql_server;
+pub mod nats_server;
 #[cfg(feature = "http")]
 pub mod notes;
 pub mod pg_server;
 #[cfg(feature = "http")]
 pub mod proxy;
+pub mod rabbitmq_node;
 pub mod redis;
 #[cfg(feature = "http")]
 pub mod serve;

@@ -28,6 +28,8 @@ pub const NATS_DEFAULT_URL: &str = "nats://127.0.0.1:4222";
 pub const AMQP_URL_ENV: &str = "IDEMKEY_TEST_AMQP_URL";
 /// The RabbitMQ server used when [`AMQP_URL_ENV`] is not set and one answers here.
 pub const AMQP_DEFAULT_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
+/// RabbitMQ's own start script, which Debian's `rabbitmq-server` runs as the `rabbitmq` user.
+pub const RABBITMQ_SERVER: &str = "/usr/lib/rabbitmq/bin/rabbitmq-server";
 /// The variable naming a Valkey 8+ server program for the Valkey tests.
 pub const VALKEY_ENV: &str = "IDEMKEY_TEST_VALKEY_SERVER";
 
@@ -67,13 +69,17 @@ pub enum Need {
     NatsServer,
     /// A RabbitMQ server: [`AMQP_URL_ENV`], else one answering at 127.0.0.1:5672.
     Rabbitmq,
+    /// RabbitMQ's server ([`RABBITMQ_SERVER`]), and root to run it as the `rabbitmq` user, for
+    /// a test that starts and kills a RabbitMQ node of its own
+    /// ([`crate::process::rabbitmq_node::RabbitNode`]).
+    RabbitmqServer,
 }
 
 impl Need {
     /// Why this need is missing here, or `None` when it is met. Probed once per process; a
     /// variable naming a server is trusted without a probe, as the user asked for it.
     pub fn missing(self) -> Option<&'static str> {
-        static MET: [OnceLock<bool>; 15] = [const { OnceLock::new() }; 15];
+        static MET: [OnceLock<bool>; 16] = [const { OnceLock::new() }; 16];
         let met = *MET[self as usize].get_or_init(|| self.probe());
         (!met).then(|| self.reason())
     }
@@ -117,6 +123,15 @@ impl Need {
             Self::Nats => env_or(NATS_URL_ENV, || answers(4222)),
             Self::NatsServer => succeeds(Command::new("nats-server").arg("--version")),
             Self::Rabbitmq => env_or(AMQP_URL_ENV, || answers(5672)),
+            Self::RabbitmqServer => {
+                std::path::Path::new(RABBITMQ_SERVER).exists()
+                    && succeeds(Command::new("setpriv").args([
+                        "--reuid=rabbitmq",
+                        "--regid=rabbitmq",
+                        "--init-groups",
+                        "true",
+                    ]))
+            }
         }
     }
 
@@ -162,6 +177,9 @@ impl Need {
             }
             Self::Rabbitmq => {
                 "no RabbitMQ at 127.0.0.1:5672; start rabbitmq-server, or set IDEMKEY_TEST_AMQP_URL=amqp://USER:PASS@HOST:PORT/%2f, to run the RabbitMQ tests"
+            }
+            Self::RabbitmqServer => {
+                "no /usr/lib/rabbitmq/bin/rabbitmq-server, or no `rabbitmq` user to run it as with setpriv (needs root); install rabbitmq-server to run the tests that start RabbitMQ nodes of their own"
             }
         }
     }

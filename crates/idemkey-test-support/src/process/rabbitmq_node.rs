@@ -1,0 +1,177 @@
+//! A RabbitMQ node of a test's own: `rabbitmq-server` on a free port of 127.0.0.1 with a node
+//! name, a distribution port, a configuration and directories of its own (the machine's node
+//! holds 5672 and 25672 and its configuration pins the listener), killed with SIGKILL and
+//! started again on the same directories and port, so a test can crash the broker under a
+//! running consumer. Durable queues and persistent messages survive the crash.
+//!
+//! The node runs as the `rabbitmq` user, as Debian's `rabbitmq-server` runs it (hence root,
+//! and the directory given to that user). The node runs under a `sh` watchdog that holds a pipe from
+//! this process, as [`crate::process::mysql_server::MariaDb`] does: however this process
+//! ends, the node is killed and its directory removed.
+
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::runner::needs::RABBITMQ_SERVER;
+
+/// How long a start (recovery of the queues included) may take before the test fails.
+const START_LIMIT: Duration = Duration::from_secs(90);
+
+/// A private RabbitMQ node, killed and its directory removed when dropped.
+pub struct RabbitNode {
+    /// The AMQP port, on 127.0.0.1, the same across restarts.
+    pub port: u16,
+    /// Its directory: configuration, queues (`mnesia/`), logs (`log/`).
+    pub dir: PathBuf,
+    name: String,
+    dist_port: u16,
+    watchdog: Option<(Child, ChildStdin)>,
+}
+
+impl RabbitNode {
+    /// Starts a node on free ports; panics, with its log, if it does not start.
+    pub fn start() -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("idemkey-rabbitmq-")
+            .tempdir()
+            .unwrap()
+            .keep();
+        let mut node = Self {
+            port: free_port(),
+            dir,
+            name: String::new(),
+            dist_port: free_port(),
+            watchdog: None,
+        };
+        node.name = format!("idemkey-{}@localhost", node.port);
+        let config = format!("listeners.tcp.default = 127.0.0.1:{}\n", node.port);
+        std::fs::write(node.dir.join("node.conf"), config).unwrap();
+        std::fs::write(node.dir.join("plugins"), "[].\n").unwrap();
+        give_to_rabbitmq(&node.dir);
+        node.restart();
+        node
+    }
+
+    /// Its URL, as the default user `guest` (allowed from 127.0.0.1).
+    pub fn url(&self) -> String {
+        format!("amqp://guest:guest@127.0.0.1:{}/%2f", self.port)
+    }
+
+    /// Kills the node with SIGKILL, as a crash would, keeps its directory, and waits until
+    /// every process of it is gone.
+    pub fn kill(&mut self) {
+        if let Some((mut child, stdin)) = self.watchdog.take() {
+            std::fs::write(self.dir.join(".keep"), b"").unwrap();
+            drop(stdin);
+            child.wait().unwrap();
+            std::fs::remove_file(self.dir.join(".keep")).unwrap();
+        }
+    }
+
+    /// Starts the node again on the same directories and port; waits until it takes
+    /// connections.
+    pub fn restart(&mut self) {
+        assert!(
+            self.spawn(),
+            "the RabbitMQ node did not start:\n{}",
+            self.log_tail()
+        );
+    }
+
+    /// [`Self::kill`], then [`Self::restart`].
+    pub fn crash_restart(&mut self) {
+        self.kill();
+        self.restart();
+    }
+
+    /// The startup output's last 40 lines, for failure messages.
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(self.dir.join("server.out")).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    /// Spawns the node under its watchdog; whether it listens in time. The watchdog kills
+    /// the node with SIGKILL when this process closes the pipe.
+    fn spawn(&mut self) -> bool {
+        // The node in a session of its own, run as `rabbitmq` by `setpriv`, which forks
+        // nothing (Debian's `rabbitmq-server` goes through `su`, which puts the node in another
+        // session), so that it dies as a group; the watchdog waits for every process of it to
+        // end, since until the VM is gone it holds the port, the node's name and its queues'
+        // files, and a new node of the same name would stop at once.
+        let script = r#"dir="$1"; cd /var/lib/rabbitmq
+HOME=/var/lib/rabbitmq setsid setpriv --reuid=rabbitmq --regid=rabbitmq --init-groups \
+    "$2" >>"$dir/server.out" 2>&1 & pid=$!
+read _eof; kill -9 "-$pid" 2>/dev/null
+while kill -0 "-$pid" 2>/dev/null; do sleep 0.05; done
+[ -e "$dir/.keep" ] || rm -rf "$dir""#;
+        let dir = self.dir.clone();
+        let path = |name: &str| dir.join(name).display().to_string();
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .arg("sh")
+            .arg(&dir)
+            .arg(RABBITMQ_SERVER)
+            .env("RABBITMQ_NODENAME", &self.name)
+            .env("RABBITMQ_DIST_PORT", self.dist_port.to_string())
+            // The path without `.conf`, as RabbitMQ wants it.
+            .env("RABBITMQ_CONFIG_FILE", path("node"))
+            .env("RABBITMQ_MNESIA_BASE", path("mnesia"))
+            .env("RABBITMQ_LOG_BASE", path("log"))
+            .env("RABBITMQ_ENABLED_PLUGINS_FILE", path("plugins"))
+            .stdin(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("sh on the PATH");
+        let stdin = child.stdin.take().unwrap();
+        self.watchdog = Some((child, stdin));
+        let deadline = Instant::now() + START_LIMIT;
+        while Instant::now() < deadline {
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return true;
+            }
+            if self.exited() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.kill();
+        false
+    }
+
+    /// Whether the watchdog, hence the node, has ended (say, a port was taken).
+    fn exited(&mut self) -> bool {
+        self.watchdog
+            .as_mut()
+            .is_some_and(|(child, _)| child.try_wait().ok().flatten().is_some())
+    }
+}
+
+impl Drop for RabbitNode {
+    fn drop(&mut self) {
+        if let Some((mut child, stdin)) = self.watchdog.take() {
+            drop(stdin);
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Gives `dir` to the `rabbitmq` user, which the node runs as.
+fn give_to_rabbitmq(dir: &Path) {
+    let given = Command::new("chown")
+        .args(["-R", "rabbitmq:rabbitmq"])
+        .arg(dir)
+        .status()
+        .is_ok_and(|status| status.success());
+    assert!(given, "chown rabbitmq {} failed", dir.display());
+}
+
+/// A port free now on 127.0.0.1.
+fn free_port() -> u16 {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    listener.local_addr().unwrap().port()
+}
