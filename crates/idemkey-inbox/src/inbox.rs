@@ -10,6 +10,7 @@ use futures_util::future::BoxFuture;
 use idemkey_core::{ClaimRequest, Key, Operation, StoredResponse};
 use idemkey_sqlx::{
     AtomicError, AtomicHandler, AtomicOptions, AtomicResponse, HandlerResult, Outcome, SqlxStore,
+    Strategy,
 };
 use sqlx::Transaction;
 
@@ -31,6 +32,20 @@ pub struct Settings {
     /// this executes again. Longer than the broker redelivers and publishers retry. Defaults
     /// to 7 days.
     pub retention: Duration,
+    /// When the record is written in the handler's transaction. Defaults to
+    /// [`Strategy::CommitTime`]: the handler runs first and the record is inserted, already
+    /// completed, as the transaction's last statement (one statement where a claim and a
+    /// completion make two). A redelivery that arrives while the first delivery still runs
+    /// then runs the handler too, in a transaction that waits for the first's commit at its
+    /// record and is rolled back, and is acknowledged once the first commits: never two
+    /// commits. [`Strategy::ClaimFirst`] claims first instead: such a redelivery waits at the
+    /// claim and never runs the handler, for handlers that are expensive to run for nothing.
+    pub strategy: Strategy,
+    /// Whether the record is read before the transaction, so that a redelivery of a message
+    /// already processed is acknowledged without running the handler. Defaults to yes.
+    /// Without it each message saves a statement, and such a redelivery runs the handler in a
+    /// transaction that is rolled back at the record.
+    pub lookup: bool,
 }
 
 impl Settings {
@@ -54,6 +69,8 @@ impl Default for Settings {
             initial_backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(60),
             retention: Duration::from_secs(7 * 24 * 3600),
+            strategy: Strategy::CommitTime,
+            lookup: true,
         }
     }
 }
@@ -141,9 +158,17 @@ impl<DB: OutboxDb> Inbox<DB> {
         };
         let outcome = self
             .store
-            .execute(&request, &AtomicOptions::default(), &mut run)
+            .execute(&request, &self.options(), &mut run)
             .await;
         self.action(outcome, incoming.delivered)
+    }
+
+    fn options(&self) -> AtomicOptions {
+        AtomicOptions {
+            strategy: self.settings.strategy,
+            lookup: self.settings.lookup,
+            ..AtomicOptions::default()
+        }
     }
 
     fn action<E: StdError>(

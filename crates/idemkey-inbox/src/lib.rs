@@ -44,6 +44,9 @@ pub use lease::{LeaseHandler, LeaseInbox};
 pub use outbox::{Outbox, OutboxDb, Outgoing, TABLE};
 pub use relay::{BoxError, HandlerError, Publisher, Relay, RelayError};
 
+/// When atomic mode writes the record: [`Settings::strategy`].
+pub use idemkey_sqlx::Strategy;
+
 /// lapin, whose AMQP types [`amqp`] takes.
 #[cfg(feature = "amqp")]
 pub use lapin;

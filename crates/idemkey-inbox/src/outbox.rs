@@ -90,20 +90,30 @@ pub trait OutboxDb: idemkey_sqlx::Backend {
         limit: i64,
     ) -> impl Future<Output = sqlx::Result<Vec<Outgoing>>> + Send;
 
-    /// Removes the published message `id`, on `conn` (on SQLite, the writer's).
+    /// Removes the published messages `ids` in one statement, on `conn` (on SQLite, the
+    /// writer's).
     fn remove_outgoing<'a>(
         conn: &'a mut <Self as sqlx::Database>::Connection,
-        id: &'a str,
+        ids: &'a [String],
     ) -> impl Future<Output = sqlx::Result<()>> + Send + 'a;
 }
 
-/// The four statements of a backend, its placeholders written in.
+/// `DELETE FROM idemkey_outbox WHERE id IN (...)` with `count` placeholders, each written
+/// by `placeholder` from its 1-based position.
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
+fn remove_statement(count: usize, placeholder: fn(usize) -> String) -> String {
+    let list: Vec<String> = (1..=count).map(placeholder).collect();
+    format!("DELETE FROM {TABLE} WHERE id IN ({})", list.join(", "))
+}
+
+/// The statements of a backend, its placeholders written in, and how it writes the `n`th
+/// placeholder of a statement made at run time.
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 struct Statements {
     create: &'static [&'static str],
     insert: &'static str,
     pending: &'static str,
-    remove: &'static str,
+    placeholder: fn(usize) -> String,
 }
 
 macro_rules! outbox_db {
@@ -158,13 +168,19 @@ macro_rules! outbox_db {
 
             fn remove_outgoing<'a>(
                 conn: &'a mut <Self as sqlx::Database>::Connection,
-                id: &'a str,
+                ids: &'a [String],
             ) -> impl Future<Output = sqlx::Result<()>> + Send + 'a {
                 async move {
-                    sqlx::query($statements.remove)
-                        .bind(id)
-                        .execute(conn)
-                        .await?;
+                    if ids.is_empty() {
+                        return Ok(());
+                    }
+                    // Only placeholders are written into it: the ids are bound.
+                    let statement = remove_statement(ids.len(), $statements.placeholder);
+                    let mut query = sqlx::query(sqlx::AssertSqlSafe(statement));
+                    for id in ids {
+                        query = query.bind(id);
+                    }
+                    query.execute(conn).await?;
                     Ok(())
                 }
             }
@@ -184,7 +200,7 @@ outbox_db!(
         insert: "INSERT INTO idemkey_outbox (id, subject, payload, created_ms) VALUES (?1, ?2, ?3, ?4)",
         pending: "SELECT id, subject, payload FROM idemkey_outbox WHERE created_ms <= ?1 \
                   ORDER BY created_ms, id LIMIT ?2",
-        remove: "DELETE FROM idemkey_outbox WHERE id = ?1",
+        placeholder: |n| format!("?{n}"),
     }
 );
 
@@ -200,7 +216,7 @@ outbox_db!(
         insert: "INSERT INTO idemkey_outbox (id, subject, payload, created_ms) VALUES ($1, $2, $3, $4)",
         pending: "SELECT id, subject, payload FROM idemkey_outbox WHERE created_ms <= $1 \
                   ORDER BY created_ms, id LIMIT $2",
-        remove: "DELETE FROM idemkey_outbox WHERE id = $1",
+        placeholder: |n| format!("${n}"),
     }
 );
 
@@ -216,7 +232,7 @@ outbox_db!(
         insert: "INSERT INTO idemkey_outbox (id, subject, payload, created_ms) VALUES (?, ?, ?, ?)",
         pending: "SELECT id, subject, payload FROM idemkey_outbox WHERE created_ms <= ? \
                   ORDER BY created_ms, id LIMIT ?",
-        remove: "DELETE FROM idemkey_outbox WHERE id = ?",
+        placeholder: |_| "?".to_owned(),
     }
 );
 
@@ -227,6 +243,15 @@ mod tests {
     fn outbox(consumer: &str, key: &str) -> Outbox {
         let key = Key::parse(key.as_bytes()).unwrap();
         Outbox::new(consumer, &Operation::new("ship", "v1"), &key)
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn removals_name_every_id() {
+        assert_eq!(
+            remove_statement(3, |n| format!("${n}")),
+            "DELETE FROM idemkey_outbox WHERE id IN ($1, $2, $3)"
+        );
     }
 
     #[test]

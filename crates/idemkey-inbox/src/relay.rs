@@ -3,6 +3,8 @@
 
 use std::error::Error as StdError;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use idemkey_sqlx::SqlxStore;
@@ -54,10 +56,24 @@ pub enum RelayError {
 }
 
 /// Publishes outbox messages through a [`Publisher`], from the outbox of `store`'s database.
+///
+/// The rows of published messages are removed in groups: each delivery's publish adds its
+/// ids to the group, and one removal at a time deletes all the ids gathered so far, so
+/// concurrent deliveries share a write (on SQLite, a sync) instead of making one each. An
+/// id not yet removed when the process stops is published again by a later sweep, under the
+/// same id, as after any crash between publish and removal.
 #[derive(Debug)]
 pub struct Relay<DB: OutboxDb, P> {
     store: SqlxStore<DB>,
     publisher: P,
+    removals: Arc<Removals>,
+}
+
+/// The ids published and not yet removed, and whether a removal is running.
+#[derive(Debug, Default)]
+struct Removals {
+    pending: Mutex<Vec<String>>,
+    running: AtomicBool,
 }
 
 impl<DB: OutboxDb, P: Clone> Clone for Relay<DB, P> {
@@ -65,6 +81,7 @@ impl<DB: OutboxDb, P: Clone> Clone for Relay<DB, P> {
         Self {
             store: self.store.clone(),
             publisher: self.publisher.clone(),
+            removals: Arc::clone(&self.removals),
         }
     }
 }
@@ -72,7 +89,11 @@ impl<DB: OutboxDb, P: Clone> Clone for Relay<DB, P> {
 impl<DB: OutboxDb, P: Publisher> Relay<DB, P> {
     /// The relay of `store`'s outbox, publishing through `publisher`.
     pub fn new(store: SqlxStore<DB>, publisher: P) -> Self {
-        Self { store, publisher }
+        Self {
+            store,
+            publisher,
+            removals: Arc::default(),
+        }
     }
 
     /// The publisher.
@@ -80,18 +101,40 @@ impl<DB: OutboxDb, P: Publisher> Relay<DB, P> {
         &self.publisher
     }
 
-    /// Publishes `messages` in order, removing each from the outbox once the broker has it;
-    /// stops at the first the broker does not take, which stays for a sweep.
+    /// Publishes `messages` in order, each removed from the outbox once the broker has it
+    /// (with the other deliveries' removals, see [`Relay`]); stops at the first the broker
+    /// does not take, which stays for a sweep.
     pub async fn publish(&self, messages: &[Outgoing]) -> Result<(), RelayError> {
+        let published = self.publish_each(messages).await;
+        self.removals.add(published.ids);
+        self.remove_gathered().await?;
+        published.result
+    }
+
+    /// Publishes `messages` in order until one fails: the ids published, and the failure.
+    async fn publish_each(&self, messages: &[Outgoing]) -> Published {
+        let mut ids = Vec::with_capacity(messages.len());
         for message in messages {
-            self.publisher
-                .publish(message)
-                .await
-                .map_err(|source| RelayError::Publish {
-                    id: message.id.clone(),
-                    source,
-                })?;
-            self.remove(&message.id).await?;
+            if let Err(source) = self.publisher.publish(message).await {
+                let id = message.id.clone();
+                let result = Err(RelayError::Publish { id, source });
+                return Published { ids, result };
+            }
+            ids.push(message.id.clone());
+        }
+        Published {
+            ids,
+            result: Ok(()),
+        }
+    }
+
+    /// Removes the ids gathered, unless a removal is running: that one, or the next, takes
+    /// them.
+    async fn remove_gathered(&self) -> Result<(), RelayError> {
+        while let Some(ids) = self.removals.start() {
+            let removed = self.remove(&ids).await;
+            self.removals.finish();
+            removed?;
         }
         Ok(())
     }
@@ -104,7 +147,10 @@ impl<DB: OutboxDb, P: Publisher> Relay<DB, P> {
         let pending = DB::pending_outgoing(self.store.pool(), before, batch)
             .await
             .map_err(|e| RelayError::Store(e.to_string()))?;
-        self.publish(&pending).await?;
+        // Its own removal, awaited: the next sweep must not find these rows again.
+        let published = self.publish_each(&pending).await;
+        self.remove(&published.ids).await?;
+        published.result?;
         Ok(pending.len())
     }
 
@@ -131,11 +177,59 @@ impl<DB: OutboxDb, P: Publisher> Relay<DB, P> {
         }
     }
 
-    async fn remove(&self, id: &str) -> Result<(), RelayError> {
+    async fn remove(&self, ids: &[String]) -> Result<(), RelayError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
         let store = |e: &dyn std::fmt::Display| RelayError::Store(e.to_string());
         let mut conn = self.store.write_conn().await.map_err(|e| store(&e))?;
-        DB::remove_outgoing(&mut conn, id)
+        DB::remove_outgoing(&mut conn, ids)
             .await
             .map_err(|e| store(&e))
+    }
+}
+
+/// What [`Relay::publish_each`] did.
+struct Published {
+    ids: Vec<String>,
+    result: Result<(), RelayError>,
+}
+
+/// The most ids one removal deletes.
+const MAX_REMOVAL: usize = 256;
+
+impl Removals {
+    fn add(&self, mut ids: Vec<String>) {
+        self.lock().append(&mut ids);
+    }
+
+    /// The ids to remove now, if no removal is running and there are some: this caller runs
+    /// the removal and calls [`Self::finish`].
+    fn start(&self) -> Option<Vec<String>> {
+        if self.running.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        let mut pending = self.lock();
+        let take = pending.len().min(MAX_REMOVAL);
+        let ids: Vec<String> = pending.drain(..take).collect();
+        drop(pending);
+        if ids.is_empty() {
+            self.running.store(false, Ordering::Release);
+            // Ids added between the check and the store would wait for the next publish:
+            // look once more.
+            return (!self.lock().is_empty()).then(|| self.start()).flatten();
+        }
+        Some(ids)
+    }
+
+    fn finish(&self) {
+        self.running.store(false, Ordering::Release);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
+        // A panic while holding the lock leaves a list of ids, still valid.
+        self.pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }

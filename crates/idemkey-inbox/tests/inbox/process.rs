@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures_util::future::BoxFuture;
-use idemkey_inbox::{Action, DeadLetter, Incoming, Outbox, RetryReason};
+use idemkey_inbox::{Action, DeadLetter, Incoming, Outbox, RetryReason, Strategy};
 use sqlx::{Sqlite, Transaction};
 
 use crate::common::{Ship, pg_inbox_of, shipped, sqlite_inbox, unique};
@@ -191,9 +191,23 @@ fn pg_ship(
 }
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
-async fn a_delivery_while_the_first_still_runs_is_neither_run_nor_lost() {
+async fn claiming_first_a_delivery_while_the_first_still_runs_is_neither_run_nor_lost() {
+    redelivered_while_running(Strategy::ClaimFirst).await;
+}
+
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
+async fn at_commit_time_of_a_delivery_and_its_redelivery_running_together_one_commits() {
+    redelivered_while_running(Strategy::CommitTime).await;
+}
+
+/// A message delivered again, in another process, while its first delivery's handler runs,
+/// its transaction open: executed once either way.
+async fn redelivered_while_running(strategy: Strategy) {
     let (consumer, table) = (unique("shipper"), unique("shipments"));
-    let (first, second) = (pg_inbox_of(&consumer).await, pg_inbox_of(&consumer).await);
+    let mut settings = crate::common::fast();
+    settings.strategy = strategy;
+    let first = pg_inbox_of(&consumer).await.with_settings(settings.clone());
+    let second = pg_inbox_of(&consumer).await.with_settings(settings);
     let create = format!("CREATE TABLE {table} (order_id TEXT NOT NULL)");
     sqlx::query(sqlx::AssertSqlSafe(create))
         .execute(first.store().pool())
@@ -202,7 +216,7 @@ async fn a_delivery_while_the_first_still_runs_is_neither_run_nor_lost() {
     let runs = Arc::new(AtomicUsize::new(0));
     let gate = Arc::new(tokio::sync::Notify::new());
 
-    // The first delivery claims and holds its transaction open until the gate opens.
+    // The first delivery holds its transaction open until the gate opens.
     let running = {
         let (first, handler) = (
             first.clone(),
@@ -213,20 +227,25 @@ async fn a_delivery_while_the_first_still_runs_is_neither_run_nor_lost() {
     while runs.load(Ordering::SeqCst) == 0 {
         tokio::task::yield_now().await;
     }
-    // A redelivery, in another process, while it runs: told to come back later.
     let redelivery = second
         .process(&order(Some("m-1"), b"o-1", 2), pg_ship(&table, &runs, None))
         .await;
-    assert!(
-        matches!(
-            redelivery,
-            Action::Retry {
-                reason: RetryReason::InFlight,
-                ..
-            }
+    match strategy {
+        // Held by the first's claim: told to come back later, never run.
+        Strategy::ClaimFirst => assert!(
+            matches!(
+                redelivery,
+                Action::Retry {
+                    reason: RetryReason::InFlight,
+                    ..
+                }
+            ),
+            "{redelivery:?}"
         ),
-        "{redelivery:?}"
-    );
+        // Ran, and committed its record first: acknowledged; the first then finds the record
+        // at its own insert, rolls back and is acknowledged as a replay.
+        _ => assert!(matches!(redelivery, Action::Ack { .. }), "{redelivery:?}"),
+    }
     gate.notify_one();
     assert!(matches!(running.await.unwrap(), Action::Ack { .. }));
     // Delivered again, it is acknowledged, not run.
@@ -234,7 +253,11 @@ async fn a_delivery_while_the_first_still_runs_is_neither_run_nor_lost() {
         .process(&order(Some("m-1"), b"o-1", 3), pg_ship(&table, &runs, None))
         .await;
     assert!(matches!(later, Action::Ack { .. }), "{later:?}");
-    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    let expected_runs = match strategy {
+        Strategy::ClaimFirst => 1,
+        _ => 2,
+    };
+    assert_eq!(runs.load(Ordering::SeqCst), expected_runs);
     let rows: i64 =
         sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
             .fetch_one(first.store().pool())
