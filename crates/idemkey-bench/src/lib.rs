@@ -14,7 +14,9 @@
 //! (its notes in memory, or a row per create in a SQLite file at `synchronous = NORMAL` or
 //! `FULL`: `--upstream`), a keyed create against a forwarded key-less one and one straight to
 //! the API, a replay against a forwarded GET, and a forwarded create against one straight to
-//! the API (`proxy-create`, `proxy-replay`, `proxy-direct`).
+//! the API (`proxy-create`, `proxy-replay`, `proxy-direct`), and messages through
+//! `idemkey-inbox` on JetStream or RabbitMQ against a plain consumer making the same write
+//! (`inbox`, `--broker`).
 //!
 //! The files: `harness` what every workload runs on (the command line, the client, rounds
 //! and workers, histograms, CPU times, reports, and the bounds against a hostile service);

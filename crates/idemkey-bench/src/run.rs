@@ -157,6 +157,7 @@ fn setup(args: &BenchArgs, ctx: &Ctx, external: bool, run: &str) -> serde_json::
         },
         "rounds": ctx.rounds,
         "storm_clients": args.storm_clients,
+        "broker": idemkey_server::redact(&args.broker),
         "cpus": std::thread::available_parallelism().map(usize::from).unwrap_or(1),
         "version": env!("CARGO_PKG_VERSION"),
     })

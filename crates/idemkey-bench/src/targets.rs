@@ -37,6 +37,8 @@ pub(crate) enum Id {
     ProxyCreateServer,
     ProxyCreateRedis,
     ProxyReplay,
+    Inbox,
+    InboxOutbox,
 }
 
 /// One bar: what is measured, how it is compared, the bar, and why it is where it is.
@@ -58,7 +60,7 @@ pub(crate) struct Bar {
 }
 
 /// Every bar, in the order of [`Id`].
-pub(crate) const BARS: [Bar; 17] = [
+pub(crate) const BARS: [Bar; 19] = [
     Bar {
         id: Id::CreateAtomicSqlite,
         measured: "create with key / without key (throughput), atomic mode, SQLite",
@@ -177,6 +179,20 @@ pub(crate) const BARS: [Bar; 17] = [
         compare: Compare::AtLeast,
         bar: 1.0,
         why: "a replay is answered by the proxy without the API the GET goes to",
+    },
+    Bar {
+        id: Id::Inbox,
+        measured: "inbox / plain consumer (messages per second), same write, ack after the commit",
+        compare: Compare::AtLeast,
+        bar: 0.80,
+        why: "a record row (and a lookup) in the write's transaction, against the write alone",
+    },
+    Bar {
+        id: Id::InboxOutbox,
+        measured: "inbox with outbox / plain consumer publishing after its commit (messages per second)",
+        compare: Compare::AtLeast,
+        bar: 0.70,
+        why: "a record and an outbox row in the transaction, and the row's removal after the publish",
     },
 ];
 

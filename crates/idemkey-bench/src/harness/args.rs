@@ -46,6 +46,10 @@ pub(crate) enum Workload {
     /// process (lookup if the store looks first, claim, complete), against create without a
     /// key forwarded by the proxy: the highest keyed / forwarded ratio the store allows.
     ProxyStore,
+    /// Messages through the inbox (idemkey-inbox) against a plain consumer doing the same
+    /// write in its own transaction, and with the outbox against the plain consumer
+    /// publishing after its commit, on the broker --broker names and the run's database.
+    Inbox,
     /// All of the above.
     All,
 }
@@ -66,6 +70,7 @@ impl Workload {
             Self::ProxyReplay,
             Self::ProxyDirect,
             Self::ProxyStore,
+            Self::Inbox,
         ];
         if list.is_empty() {
             return every[..4].to_vec();
@@ -79,7 +84,11 @@ impl Workload {
 
     /// Whether it sends HTTP requests to the notes service.
     pub(crate) fn needs_service(self) -> bool {
-        !self.is_proxy() && !matches!(self, Self::Layer | Self::Statements | Self::All)
+        !self.is_proxy()
+            && !matches!(
+                self,
+                Self::Layer | Self::Statements | Self::Inbox | Self::All
+            )
     }
 
     /// Whether it measures `idemkey proxy` (and needs neither the notes service nor its
@@ -177,6 +186,10 @@ pub struct BenchArgs {
     /// Clients racing on each key in the storm.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(2..=1024))]
     pub(crate) storm_clients: u32,
+    /// The broker of the `inbox` workload: nats://HOST:PORT (JetStream) or
+    /// amqp://USER:PASS@HOST:PORT (RabbitMQ).
+    #[arg(long, default_value = "nats://127.0.0.1:4222", value_name = "URL")]
+    pub(crate) broker: String,
     /// Also write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     pub(crate) json: Option<PathBuf>,
@@ -261,7 +274,7 @@ mod tests {
         use Workload::*;
         assert_eq!(Workload::expand(&[]), vec![Create, Replay, Storm, Mixed]);
         assert_eq!(Workload::expand(&[Layer, Create]), vec![Create, Layer]);
-        assert_eq!(Workload::expand(&[All]).len(), 12);
+        assert_eq!(Workload::expand(&[All]).len(), 13);
         assert_eq!(
             Workload::expand(&[ProxyDirect, Create, ProxyCreate]),
             vec![Create, ProxyCreate, ProxyDirect]

@@ -141,9 +141,27 @@ pub(crate) struct SideSummary {
     pub(crate) machine_cpu_us: Option<f64>,
 }
 
+/// The median of `values` (0 for none).
+pub(crate) fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    match sorted.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_median_of_odd_and_even_counts() {
+        assert_eq!(median(&[]), 0.0);
+        assert_eq!(median(&[1.02, 0.98, 1.0]), 1.0);
+        assert!((median(&[1.0, 0.9, 1.1, 0.96]) - 0.98).abs() < 1e-12);
+    }
 
     #[test]
     fn samples_merge_and_summarise() {

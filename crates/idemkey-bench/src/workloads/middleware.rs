@@ -25,7 +25,7 @@ use crate::harness::cpu;
 use crate::harness::limits::Limits;
 use crate::harness::report::{Ratio, WorkloadReport};
 use crate::harness::runner::{self, Budget, Op, Worker};
-use crate::harness::stats::Samples;
+use crate::harness::stats::{Samples, median};
 use crate::targets::{self, Id};
 
 /// How a create is sent.
@@ -243,27 +243,9 @@ fn report(a: &Side, b: &Side, pairs: &[f64], retries: u64) -> (WorkloadReport, V
     (workload, ratios)
 }
 
-/// The median of `values` (0 for none).
-fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    match sorted.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => sorted[n / 2],
-        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_median_of_odd_and_even_counts() {
-        assert_eq!(median(&[]), 0.0);
-        assert_eq!(median(&[1.02, 0.98, 1.0]), 1.0);
-        assert!((median(&[1.0, 0.9, 1.1, 0.96]) - 0.98).abs() < 1e-12);
-    }
 
     #[test]
     fn a_fresh_key_is_a_quoted_uuid_and_a_valid_key() {

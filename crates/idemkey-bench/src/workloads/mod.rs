@@ -1,9 +1,10 @@
 //! The workloads, each a pair of sides measured against one server in alternating rounds:
 //! over HTTP ([`http`], [`storm`], [`middleware`]), without HTTP ([`ceiling`], [`layer`],
-//! [`mysql`]), and through `idemkey proxy` ([`proxy`]).
+//! [`mysql`]), through `idemkey proxy` ([`proxy`]), and through a broker ([`inbox`]).
 
 pub(crate) mod ceiling;
 pub(crate) mod http;
+pub(crate) mod inbox;
 pub(crate) mod layer;
 pub(crate) mod middleware;
 pub(crate) mod mysql;
@@ -72,6 +73,7 @@ async fn one(
             ceiling::ceiling(ctx, url, workers).await?
         }
         (Workload::Layer, _) => layer::layer(ctx).await?,
+        (Workload::Inbox, _) => inbox::inbox(ctx, &args.broker).await?,
         (Workload::Statements, _) => {
             let url = ctx
                 .database_url

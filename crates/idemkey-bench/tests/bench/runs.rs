@@ -180,3 +180,44 @@ fn bad_arguments_are_one_line_and_exit_2() {
         String::from_utf8_lossy(&bench(&["--url", "http://127.0.0.1:1"]).stderr).into_owned();
     assert!(stderr.contains("--token"), "{stderr}");
 }
+
+/// The inbox workload on each broker: every side consumed its messages, both ratios reported.
+fn inbox_on(broker: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("report.json");
+    let output = bench(&[
+        "inbox",
+        "--broker",
+        broker,
+        "--requests",
+        "60",
+        "--concurrency",
+        "4",
+        "--rounds",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report = report(&json);
+    let name = report["workloads"][0]["name"].as_str().unwrap().to_owned();
+    assert!(name.starts_with("inbox ("), "{name}");
+    assert_no_errors(&report);
+    assert_eq!(report["workloads"][0]["sides"].as_array().unwrap().len(), 4);
+    assert!(ratio(&report, "inbox / plain consumer").is_object());
+    assert!(ratio(&report, "inbox with outbox / plain consumer").is_object());
+}
+
+#[idemkey_test_support::test(needs = [nats])]
+fn the_inbox_workload_on_jetstream() {
+    inbox_on(&idemkey_test_support::runner::needs::nats_url());
+}
+
+#[idemkey_test_support::test(needs = [rabbitmq])]
+fn the_inbox_workload_on_rabbitmq() {
+    inbox_on(&idemkey_test_support::runner::needs::amqp_url());
+}
