@@ -132,9 +132,10 @@ impl<DB: OutboxDb, P: Publisher> Relay<DB, P> {
     /// them.
     async fn remove_gathered(&self) -> Result<(), RelayError> {
         while let Some(ids) = self.removals.start() {
-            let removed = self.remove(&ids).await;
-            self.removals.finish();
-            removed?;
+            // Ends the removal even if this future is dropped midway: the ids it took stay in
+            // the table for a sweep, and the next publish removes again.
+            let _running = Running(&self.removals);
+            self.remove(&ids).await?;
         }
         Ok(())
     }
@@ -189,6 +190,15 @@ impl<DB: OutboxDb, P: Publisher> Relay<DB, P> {
     }
 }
 
+/// A removal running: ended when dropped.
+struct Running<'a>(&'a Removals);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.running.store(false, Ordering::Release);
+    }
+}
+
 /// What [`Relay::publish_each`] did.
 struct Published {
     ids: Vec<String>,
@@ -204,7 +214,7 @@ impl Removals {
     }
 
     /// The ids to remove now, if no removal is running and there are some: this caller runs
-    /// the removal and calls [`Self::finish`].
+    /// the removal, and ends it by dropping a [`Running`].
     fn start(&self) -> Option<Vec<String>> {
         if self.running.swap(true, Ordering::AcqRel) {
             return None;
@@ -220,10 +230,6 @@ impl Removals {
             return (!self.lock().is_empty()).then(|| self.start()).flatten();
         }
         Some(ids)
-    }
-
-    fn finish(&self) {
-        self.running.store(false, Ordering::Release);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<String>> {

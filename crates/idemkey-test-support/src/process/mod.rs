@@ -13,6 +13,7 @@ pub mod rabbitmq_node;
 pub mod redis;
 #[cfg(feature = "http")]
 pub mod serve;
+mod watchdog;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;

@@ -8,11 +8,12 @@
 //! directory removed.
 
 use std::io::Read;
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use super::watchdog::{Watchdog, free_port};
 use crate::runner::needs::mariadb_program;
 
 /// The database the server creates at every start, which [`MariaDb::url`] names.
@@ -27,7 +28,7 @@ pub struct MariaDb {
     pub port: u16,
     /// Its directory: `data/` (the data directory), the init file, the error log.
     pub dir: PathBuf,
-    watchdog: Option<(Child, ChildStdin)>,
+    watchdog: Option<Watchdog>,
 }
 
 impl MariaDb {
@@ -65,11 +66,8 @@ impl MariaDb {
     /// Kills `mariadbd` with SIGKILL, as a crash would (nothing flushed at exit, crash
     /// recovery at the next start), keeps its directory, and waits until it is gone.
     pub fn kill(&mut self) {
-        if let Some((mut child, stdin)) = self.watchdog.take() {
-            std::fs::write(self.dir.join(".keep"), b"").unwrap();
-            drop(stdin);
-            child.wait().unwrap();
-            std::fs::remove_file(self.dir.join(".keep")).unwrap();
+        if let Some(watchdog) = self.watchdog.take() {
+            watchdog.stop_keeping_dir();
         }
     }
 
@@ -100,21 +98,15 @@ impl MariaDb {
     fn spawn(&mut self) -> bool {
         let script = r#"dir="$1"; shift; "$@" >>"$dir/server.out" 2>&1 & pid=$!
 read _eof; kill -9 "$pid" 2>/dev/null; wait "$pid"; [ -e "$dir/.keep" ] || rm -rf "$dir""#;
-        let dir = &self.dir;
-        let mut child = Command::new("sh")
-            .arg("-c")
-            .arg(script)
-            .arg("sh")
-            .arg(dir)
-            .arg(mariadb_program("mariadbd").expect("mariadbd"))
-            .args(server_args(dir, self.port))
-            .stdin(Stdio::piped())
-            // The shell's own report of the SIGKILL ("Killed"): the server logs to files.
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("sh on the PATH");
-        let stdin = child.stdin.take().unwrap();
-        self.watchdog = Some((child, stdin));
+        let program = mariadb_program("mariadbd").expect("mariadbd");
+        let server_args = server_args(&self.dir, self.port);
+        let mut args = vec![self.dir.as_os_str(), program.as_os_str()];
+        args.extend(
+            server_args
+                .iter()
+                .map(|arg| std::ffi::OsStr::new(arg.as_str())),
+        );
+        self.watchdog = Some(Watchdog::spawn(script, &args, &self.dir, &[]));
         let deadline = Instant::now() + START_LIMIT;
         while Instant::now() < deadline {
             if greets(self.port) {
@@ -131,17 +123,14 @@ read _eof; kill -9 "$pid" 2>/dev/null; wait "$pid"; [ -e "$dir/.keep" ] || rm -r
 
     /// Whether the watchdog, hence the server, has ended (say, the port was taken).
     fn exited(&mut self) -> bool {
-        self.watchdog
-            .as_mut()
-            .is_some_and(|(child, _)| child.try_wait().ok().flatten().is_some())
+        self.watchdog.as_mut().is_some_and(Watchdog::exited)
     }
 }
 
 impl Drop for MariaDb {
     fn drop(&mut self) {
-        if let Some((mut child, stdin)) = self.watchdog.take() {
-            drop(stdin);
-            let _ = child.wait();
+        if let Some(watchdog) = self.watchdog.take() {
+            watchdog.stop();
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
@@ -182,12 +171,6 @@ fn server_args(dir: &Path, port: u16) -> Vec<String> {
         format!("--log-error={}", path("error.log")),
         format!("--init-file={}", path("init.sql")),
     ]
-}
-
-/// A port free now on 127.0.0.1.
-fn free_port() -> u16 {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    listener.local_addr().unwrap().port()
 }
 
 /// Whether a server on `port` sends a client its handshake (protocol version 10): it has

@@ -2,7 +2,7 @@
 //! directory that a restart keeps (file storage), killed with SIGKILL and started again, so
 //! a test can crash the broker under a running consumer.
 
-use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -24,9 +24,7 @@ impl NatsServer {
             .prefix("idemkey-nats-")
             .tempdir()
             .unwrap();
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-        let port = listener.local_addr().unwrap().port();
-        drop(listener);
+        let port = super::watchdog::free_port();
         let child = spawn(&dir.path().join("store"), port);
         Self { port, dir, child }
     }

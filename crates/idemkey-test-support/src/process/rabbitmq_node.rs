@@ -9,11 +9,12 @@
 //! this process, as [`crate::process::mysql_server::MariaDb`] does: however this process
 //! ends, the node is killed and its directory removed.
 
-use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use super::watchdog::{Watchdog, free_port};
 use crate::runner::needs::RABBITMQ_SERVER;
 
 /// How long a start (recovery of the queues included) may take before the test fails.
@@ -27,7 +28,7 @@ pub struct RabbitNode {
     pub dir: PathBuf,
     name: String,
     dist_port: u16,
-    watchdog: Option<(Child, ChildStdin)>,
+    watchdog: Option<Watchdog>,
 }
 
 impl RabbitNode {
@@ -62,11 +63,8 @@ impl RabbitNode {
     /// Kills the node with SIGKILL, as a crash would, keeps its directory, and waits until
     /// every process of it is gone.
     pub fn kill(&mut self) {
-        if let Some((mut child, stdin)) = self.watchdog.take() {
-            std::fs::write(self.dir.join(".keep"), b"").unwrap();
-            drop(stdin);
-            child.wait().unwrap();
-            std::fs::remove_file(self.dir.join(".keep")).unwrap();
+        if let Some(watchdog) = self.watchdog.take() {
+            watchdog.stop_keeping_dir();
         }
     }
 
@@ -107,27 +105,18 @@ HOME=/var/lib/rabbitmq setsid setpriv --reuid=rabbitmq --regid=rabbitmq --init-g
 read _eof; kill -9 "-$pid" 2>/dev/null
 while kill -0 "-$pid" 2>/dev/null; do sleep 0.05; done
 [ -e "$dir/.keep" ] || rm -rf "$dir""#;
-        let dir = self.dir.clone();
-        let path = |name: &str| dir.join(name).display().to_string();
-        let mut child = Command::new("sh")
-            .arg("-c")
-            .arg(script)
-            .arg("sh")
-            .arg(&dir)
-            .arg(RABBITMQ_SERVER)
-            .env("RABBITMQ_NODENAME", &self.name)
-            .env("RABBITMQ_DIST_PORT", self.dist_port.to_string())
+        let path = |name: &str| self.dir.join(name).display().to_string();
+        let envs = [
+            ("RABBITMQ_NODENAME", self.name.clone()),
+            ("RABBITMQ_DIST_PORT", self.dist_port.to_string()),
             // The path without `.conf`, as RabbitMQ wants it.
-            .env("RABBITMQ_CONFIG_FILE", path("node"))
-            .env("RABBITMQ_MNESIA_BASE", path("mnesia"))
-            .env("RABBITMQ_LOG_BASE", path("log"))
-            .env("RABBITMQ_ENABLED_PLUGINS_FILE", path("plugins"))
-            .stdin(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("sh on the PATH");
-        let stdin = child.stdin.take().unwrap();
-        self.watchdog = Some((child, stdin));
+            ("RABBITMQ_CONFIG_FILE", path("node")),
+            ("RABBITMQ_MNESIA_BASE", path("mnesia")),
+            ("RABBITMQ_LOG_BASE", path("log")),
+            ("RABBITMQ_ENABLED_PLUGINS_FILE", path("plugins")),
+        ];
+        let args = [self.dir.as_os_str(), std::ffi::OsStr::new(RABBITMQ_SERVER)];
+        self.watchdog = Some(Watchdog::spawn(script, &args, &self.dir, &envs));
         let deadline = Instant::now() + START_LIMIT;
         while Instant::now() < deadline {
             if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
@@ -144,17 +133,14 @@ while kill -0 "-$pid" 2>/dev/null; do sleep 0.05; done
 
     /// Whether the watchdog, hence the node, has ended (say, a port was taken).
     fn exited(&mut self) -> bool {
-        self.watchdog
-            .as_mut()
-            .is_some_and(|(child, _)| child.try_wait().ok().flatten().is_some())
+        self.watchdog.as_mut().is_some_and(Watchdog::exited)
     }
 }
 
 impl Drop for RabbitNode {
     fn drop(&mut self) {
-        if let Some((mut child, stdin)) = self.watchdog.take() {
-            drop(stdin);
-            let _ = child.wait();
+        if let Some(watchdog) = self.watchdog.take() {
+            watchdog.stop();
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
@@ -168,10 +154,4 @@ fn give_to_rabbitmq(dir: &Path) {
         .status()
         .is_ok_and(|status| status.success());
     assert!(given, "chown rabbitmq {} failed", dir.display());
-}
-
-/// A port free now on 127.0.0.1.
-fn free_port() -> u16 {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    listener.local_addr().unwrap().port()
 }
