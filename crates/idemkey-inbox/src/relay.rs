@@ -178,15 +178,17 @@ impl<DB: OutboxDb, P: Publisher> Relay<DB, P> {
         }
     }
 
+    /// Removes the rows of `ids`, [`MAX_REMOVAL`] to a statement: a sweep's batch is the
+    /// caller's, and the databases bound a statement's parameters.
     async fn remove(&self, ids: &[String]) -> Result<(), RelayError> {
-        if ids.is_empty() {
-            return Ok(());
-        }
         let store = |e: &dyn std::fmt::Display| RelayError::Store(e.to_string());
-        let mut conn = self.store.write_conn().await.map_err(|e| store(&e))?;
-        DB::remove_outgoing(&mut conn, ids)
-            .await
-            .map_err(|e| store(&e))
+        for chunk in ids.chunks(MAX_REMOVAL) {
+            let mut conn = self.store.write_conn().await.map_err(|e| store(&e))?;
+            DB::remove_outgoing(&mut conn, chunk)
+                .await
+                .map_err(|e| store(&e))?;
+        }
+        Ok(())
     }
 }
 
