@@ -19,7 +19,7 @@ use idemkey_sqlx::SqlxStore;
 use sqlx::Transaction;
 
 use super::db::BenchDb;
-use super::{Round, Side, Tally, plain_write};
+use super::{Round, Ship, Side, Tally, plain_write};
 
 /// The run's RabbitMQ connection, and the queue published to.
 pub(crate) struct Amqp {
@@ -204,12 +204,6 @@ async fn delete(channel: &Channel, name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The inbox's handler: the write, and the message into the outbox if it publishes.
-struct Ship<'a> {
-    publishes: Option<String>,
-    tally: &'a Tally,
-}
-
 impl<DB: BenchDb> inbox_amqp::Handler<DB> for Ship<'_> {
     async fn handle(
         &self,
@@ -217,11 +211,6 @@ impl<DB: BenchDb> inbox_amqp::Handler<DB> for Ship<'_> {
         tx: &mut Transaction<'static, DB>,
         outbox: &mut Outbox,
     ) -> Result<(), BoxError> {
-        DB::insert(&mut **tx, super::order_of(&delivery.data)).await?;
-        if let Some(subject) = &self.publishes {
-            outbox.publish(subject.clone(), delivery.data.clone());
-        }
-        self.tally.one();
-        Ok(())
+        self.ship(&delivery.data, tx, outbox).await
     }
 }

@@ -20,10 +20,10 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use idemkey_core::Operation;
-use idemkey_inbox::{BoxError, Inbox, Outgoing, Publisher};
+use idemkey_inbox::{BoxError, Inbox, Outbox, Outgoing, Publisher};
 use idemkey_server::{Database, on_sql_backend};
 use idemkey_sqlx::SqlxStore;
-use sqlx::Pool;
+use sqlx::{Pool, Transaction};
 use tokio::sync::Notify;
 
 use self::db::BenchDb;
@@ -114,6 +114,30 @@ impl Tally {
     /// Completes once every message is handled.
     pub(crate) async fn all(&self) {
         self.last.notified().await;
+    }
+}
+
+/// The inbox's handler, for either broker: the write, and the message into the outbox if it
+/// publishes.
+pub(crate) struct Ship<'a> {
+    pub(crate) publishes: Option<String>,
+    pub(crate) tally: &'a Tally,
+}
+
+impl Ship<'_> {
+    /// The handler's work on `payload`, in the record's transaction `tx`.
+    pub(crate) async fn ship<DB: BenchDb>(
+        &self,
+        payload: &[u8],
+        tx: &mut Transaction<'static, DB>,
+        outbox: &mut Outbox,
+    ) -> Result<(), BoxError> {
+        DB::insert(&mut **tx, order_of(payload)).await?;
+        if let Some(subject) = &self.publishes {
+            outbox.publish(subject.clone(), payload.to_vec());
+        }
+        self.tally.one();
+        Ok(())
     }
 }
 

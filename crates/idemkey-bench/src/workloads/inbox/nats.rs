@@ -14,7 +14,7 @@ use idemkey_sqlx::SqlxStore;
 use sqlx::Transaction;
 
 use super::db::BenchDb;
-use super::{Round, Side, Tally, plain_write};
+use super::{Round, Ship, Side, Tally, plain_write};
 
 /// The run's JetStream: its context, and the subject published to.
 pub(crate) struct Nats {
@@ -173,12 +173,6 @@ impl Nats {
     }
 }
 
-/// The inbox's handler: the write, and the message into the outbox if it publishes.
-struct Ship<'a> {
-    publishes: Option<String>,
-    tally: &'a Tally,
-}
-
 impl<DB: BenchDb> inbox_nats::Handler<DB> for Ship<'_> {
     async fn handle(
         &self,
@@ -186,11 +180,6 @@ impl<DB: BenchDb> inbox_nats::Handler<DB> for Ship<'_> {
         tx: &mut Transaction<'static, DB>,
         outbox: &mut Outbox,
     ) -> Result<(), BoxError> {
-        DB::insert(&mut **tx, super::order_of(&message.payload)).await?;
-        if let Some(subject) = &self.publishes {
-            outbox.publish(subject.clone(), message.payload.to_vec());
-        }
-        self.tally.one();
-        Ok(())
+        self.ship(&message.payload, tx, outbox).await
     }
 }
