@@ -29,6 +29,11 @@ use crate::{
 /// Publishes outbox messages to the default exchange, routed to the queue named by their
 /// subject, persistent, with their id as `message-id`, and waits for the broker's confirm.
 /// The channel must be in confirm mode (`confirm_select`).
+///
+/// Each publish is `mandatory`: RabbitMQ confirms a message no queue took (the queue missing,
+/// or not yet recovered after a restart) as readily as one it stored, and returns it only when
+/// asked to. A returned message is a failed publish, so its outbox row stays for the relay to
+/// publish again, instead of being removed for a message that went nowhere.
 #[derive(Clone, Debug)]
 pub struct AmqpPublisher {
     channel: Channel,
@@ -51,14 +56,22 @@ impl Publisher for AmqpPublisher {
             .basic_publish(
                 ShortString::from(""),
                 ShortString::from(message.subject.as_str()),
-                BasicPublishOptions::default(),
+                BasicPublishOptions {
+                    mandatory: true,
+                    ..BasicPublishOptions::default()
+                },
                 &message.payload,
                 properties,
             )
             .await?
             .await?;
         match confirm {
-            Confirmation::Ack(_) => Ok(()),
+            Confirmation::Ack(None) => Ok(()),
+            Confirmation::Ack(Some(returned)) => Err(format!(
+                "no queue took the message (returned {} {})",
+                returned.reply_code, returned.reply_text
+            )
+            .into()),
             other => Err(format!("the broker did not confirm: {other:?}").into()),
         }
     }
@@ -275,7 +288,8 @@ fn incoming<'d>(delivery: &'d Delivery, settings: &'d ConsumerSettings) -> Incom
 }
 
 /// Which delivery this is: the quorum queue's count of earlier ones plus one; on a classic
-/// queue 1, or 2 when redelivered.
+/// queue 1, or 2 when redelivered. A delivery flagged as redelivered is never the first,
+/// whatever the count says: the inbox reads the record of every redelivery.
 fn delivered(delivery: &Delivery) -> u64 {
     let headers = delivery.properties.headers().as_ref();
     let count = match headers.and_then(|h| h.inner().get("x-delivery-count")) {
@@ -284,10 +298,8 @@ fn delivered(delivery: &Delivery) -> u64 {
         Some(AMQPValue::LongUInt(n)) => Some(u64::from(*n)),
         _ => None,
     };
-    match count {
-        Some(count) => count.saturating_add(1),
-        None => 1 + u64::from(delivery.redelivered),
-    }
+    let flagged = 1 + u64::from(delivery.redelivered);
+    count.map_or(flagged, |count| count.saturating_add(1).max(flagged))
 }
 
 /// Tells the broker what the inbox decided; returns what the delivery committed to publish.

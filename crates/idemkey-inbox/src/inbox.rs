@@ -41,11 +41,45 @@ pub struct Settings {
     /// commits. [`Strategy::ClaimFirst`] claims first instead: such a redelivery waits at the
     /// claim and never runs the handler, for handlers that are expensive to run for nothing.
     pub strategy: Strategy,
-    /// Whether the record is read before the transaction, so that a redelivery of a message
-    /// already processed is acknowledged without running the handler. Defaults to yes.
-    /// Without it each message saves a statement, and such a redelivery runs the handler in a
-    /// transaction that is rolled back at the record.
-    pub lookup: bool,
+    /// Which deliveries read the record before the transaction, so that a message already
+    /// processed is acknowledged without running the handler. Defaults to [`Lookup::Always`].
+    pub lookup: Lookup,
+}
+
+/// Which deliveries read their message's record before the handler's transaction
+/// ([`Settings::lookup`]). A delivery that does not, of a message already processed, runs the
+/// handler in a transaction that is rolled back at the record and is acknowledged (or
+/// dead-lettered, for an id reused with another payload): never a commit, but a handler run
+/// for nothing. The lookup costs each delivery that makes it a statement, a round trip on a
+/// database server.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Lookup {
+    /// Every delivery (the default): a message already processed, or an id reused with
+    /// another payload, never runs the handler, however it arrives.
+    #[default]
+    Always,
+    /// Only the deliveries the broker counts as redeliveries ([`Incoming::delivered`] above
+    /// 1): the deliveries after a consumer's crash, a lost acknowledgement or a lapsed
+    /// acknowledgement wait, the ones likely to find their message processed. A first
+    /// delivery saves the statement; a publisher's duplicate, or an id reused with another
+    /// payload, arrives as one and runs the handler for nothing (JetStream drops duplicates
+    /// within its duplicate window; RabbitMQ delivers them all). For handlers whose
+    /// transaction has no effect outside the database.
+    Redeliveries,
+    /// None.
+    Never,
+}
+
+impl Lookup {
+    /// Whether the `delivered`th delivery of a message reads its record first.
+    fn reads(self, delivered: u64) -> bool {
+        match self {
+            Self::Always => true,
+            Self::Redeliveries => delivered > 1,
+            Self::Never => false,
+        }
+    }
 }
 
 impl Settings {
@@ -70,7 +104,7 @@ impl Default for Settings {
             max_backoff: Duration::from_secs(60),
             retention: Duration::from_secs(7 * 24 * 3600),
             strategy: Strategy::CommitTime,
-            lookup: true,
+            lookup: Lookup::Always,
         }
     }
 }
@@ -158,15 +192,16 @@ impl<DB: OutboxDb> Inbox<DB> {
         };
         let outcome = self
             .store
-            .execute(&request, &self.options(), &mut run)
+            .execute(&request, &self.options(incoming.delivered), &mut run)
             .await;
         self.action(outcome, incoming.delivered)
     }
 
-    fn options(&self) -> AtomicOptions {
+    /// How the store runs the `delivered`th delivery of a message.
+    fn options(&self, delivered: u64) -> AtomicOptions {
         AtomicOptions {
             strategy: self.settings.strategy,
-            lookup: self.settings.lookup,
+            lookup: self.settings.lookup.reads(delivered),
             ..AtomicOptions::default()
         }
     }

@@ -38,7 +38,7 @@ mod outbox;
 mod relay;
 
 pub use action::{Action, DeadLetter, RetryReason};
-pub use inbox::{Inbox, MessageHandler, Settings};
+pub use inbox::{Inbox, Lookup, MessageHandler, Settings};
 pub use incoming::Incoming;
 pub use lease::{LeaseHandler, LeaseInbox};
 pub use outbox::{Outbox, OutboxDb, Outgoing, TABLE};

@@ -205,3 +205,40 @@ async fn on_rabbitmq_each_order_is_shipped_once_and_impostors_are_dead_lettered(
             .unwrap();
     }
 }
+
+/// A message no queue takes is confirmed by RabbitMQ all the same; the publisher asks for it
+/// back (`mandatory`) and fails, so the relay keeps its outbox row instead of removing it.
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [rabbitmq])]
+async fn a_message_no_queue_takes_is_a_failed_publish() {
+    use idemkey_inbox::{Outgoing, Publisher};
+    let url = idemkey_test_support::runner::needs::amqp_url();
+    let connection = Connection::connect(&url, ConnectionProperties::default())
+        .await
+        .unwrap();
+    let channel = connection.create_channel().await.unwrap();
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await
+        .unwrap();
+    let publisher = AmqpPublisher::new(channel.clone());
+    let queue = unique("nowhere");
+    let message = Outgoing {
+        id: "out-1".to_owned(),
+        subject: queue.clone(),
+        payload: b"{}".to_vec(),
+    };
+    let error = publisher.publish(&message).await.unwrap_err();
+    assert!(error.to_string().contains("no queue took"), "{error}");
+
+    // The channel stays usable, and once the queue is there the same message goes through.
+    declare(&channel, &queue, FieldTable::default()).await;
+    publisher.publish(&message).await.unwrap();
+    assert_eq!(ready(&channel, &queue).await, 1);
+    channel
+        .queue_delete(
+            ShortString::from(queue.as_str()),
+            QueueDeleteOptions::default(),
+        )
+        .await
+        .unwrap();
+}

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures_util::future::BoxFuture;
-use idemkey_inbox::{Action, DeadLetter, Incoming, Outbox, RetryReason, Strategy};
+use idemkey_inbox::{Action, DeadLetter, Incoming, Lookup, Outbox, RetryReason, Strategy};
 use sqlx::{Sqlite, Transaction};
 
 use crate::common::{Ship, pg_inbox_of, shipped, sqlite_inbox, unique};
@@ -47,6 +47,41 @@ async fn a_redelivered_message_is_acknowledged_without_running_again() {
     );
     assert_eq!(ship.runs(), 1);
     assert_eq!(shipped(&inbox).await, ["o-1"]);
+}
+
+/// A publisher's duplicate and a reused id arrive as first deliveries. Looking up only
+/// redeliveries, each runs the handler in a transaction rolled back at the record and commits
+/// nothing (the duplicate acknowledged, the reused id dead-lettered), and a redelivery runs
+/// nothing. Looking up every delivery (the default), neither runs.
+#[idemkey_test_support::test]
+async fn looking_up_redeliveries_only_a_first_delivery_of_a_processed_id_commits_nothing() {
+    for (lookup, runs) in [(Lookup::Redeliveries, 3), (Lookup::Always, 1)] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut settings = crate::common::fast();
+        settings.lookup = lookup;
+        let inbox = sqlite_inbox(&dir).await.with_settings(settings);
+        let ship = Ship::default();
+        let mut published = Vec::new();
+        for delivered in [1, 1, 2] {
+            let action = inbox
+                .process(&order(Some("m-1"), b"o-1", delivered), ship.sqlite("o-1"))
+                .await;
+            let Action::Ack { publish } = action else {
+                panic!("{lookup:?}: {action:?}");
+            };
+            published.push(publish.len());
+        }
+        assert_eq!(published, [1, 0, 0], "{lookup:?}: only the first publishes");
+        let reused = inbox
+            .process(&order(Some("m-1"), b"o-2", 1), ship.sqlite("o-2"))
+            .await;
+        assert!(
+            matches!(reused, Action::DeadLetter(DeadLetter::Reused)),
+            "{lookup:?}: {reused:?}"
+        );
+        assert_eq!(ship.runs(), runs, "{lookup:?}");
+        assert_eq!(shipped(&inbox).await, ["o-1"], "{lookup:?}");
+    }
 }
 
 #[idemkey_test_support::test]

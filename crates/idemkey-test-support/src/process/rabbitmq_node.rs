@@ -91,11 +91,20 @@ impl RabbitNode {
         self.restart();
     }
 
-    /// The startup output's last 40 lines, for failure messages.
+    /// The last 40 lines of the startup output and of the node's own log, for failure
+    /// messages.
     pub fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(self.dir.join("server.out")).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(40)..].join("\n")
+        let node_log = self.dir.join("log").join(format!("{}.log", self.name));
+        [self.dir.join("server.out"), node_log]
+            .iter()
+            .map(|path| {
+                let text = std::fs::read_to_string(path).unwrap_or_default();
+                let lines: Vec<&str> = text.lines().collect();
+                let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+                format!("--- {}\n{tail}", path.display())
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// Spawns the node under its watchdog; whether it listens in time. The watchdog kills
@@ -170,6 +179,14 @@ while kill -0 "-$pid" 2>/dev/null; do sleep 0.05; done
 
 impl Drop for RabbitNode {
     fn drop(&mut self) {
+        // A test failing with the node up: what the node said is the first thing to read.
+        if std::thread::panicking() {
+            eprintln!(
+                "the RabbitMQ node {} at the failure:\n{}",
+                self.name,
+                self.log_tail()
+            );
+        }
         if let Some(watchdog) = self.watchdog.take() {
             watchdog.stop();
         }

@@ -122,7 +122,12 @@ async fn publish_amqp(url: &str, channel: &mut Option<Channel>, id: &str, payloa
         .basic_publish(
             ShortString::from(""),
             ShortString::from("orders"),
-            BasicPublishOptions::default(),
+            // A node still recovering its queues confirms a message no queue took: asked
+            // back, it is a publish to make again.
+            BasicPublishOptions {
+                mandatory: true,
+                ..BasicPublishOptions::default()
+            },
             payload,
             properties,
         )
@@ -130,7 +135,7 @@ async fn publish_amqp(url: &str, channel: &mut Option<Channel>, id: &str, payloa
     let acked = match published {
         Ok(confirm) => matches!(
             tokio::time::timeout(Duration::from_secs(5), confirm).await,
-            Ok(Ok(Confirmation::Ack(_)))
+            Ok(Ok(Confirmation::Ack(None)))
         ),
         Err(_) => false,
     };
