@@ -176,6 +176,7 @@ async fn campaign(kind: Kind, database: &str, mode: &str) {
     let mut broker = Broker::start(kind);
     let mut consumer = Consumer::new(&broker.url(), database, mode);
     consumer.start();
+    tokio::task::block_in_place(|| broker.settle());
 
     let mut publisher = Orders::new(kind, broker.url());
     let publishing = tokio::spawn(async move {
@@ -281,21 +282,18 @@ async fn on_jetstream_and_mysql_the_example_consumer_ships_each_order_once_throu
 }
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [rabbitmq_server])]
-#[ignore = "open: in CI a RabbitMQ node crashed under load lost confirmed messages of `shipped`, or came back with its vhost down; run with --ignored"]
 async fn on_rabbitmq_and_sqlite_the_example_consumer_ships_each_order_once_through_crashes() {
     let (_dir, database) = sqlite();
     campaign(Kind::Rabbitmq, &database, "atomic").await;
 }
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [rabbitmq_server])]
-#[ignore = "open: in CI a RabbitMQ node crashed under load lost confirmed messages of `shipped`, or came back with its vhost down; run with --ignored"]
 async fn on_rabbitmq_in_lease_mode_the_example_consumer_ships_each_order_once_by_derived_keys() {
     let (_dir, database) = sqlite();
     campaign(Kind::Rabbitmq, &database, "lease").await;
 }
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [rabbitmq_server, postgres])]
-#[ignore = "open: in CI a RabbitMQ node crashed under load lost confirmed messages of `shipped`, or came back with its vhost down; run with --ignored"]
 async fn on_rabbitmq_and_postgres_the_example_consumer_ships_each_order_once_through_crashes() {
     let schema = idemkey_test_support::db::pg::Schema::create(
         &idemkey_test_support::runner::needs::postgres_url(),
@@ -305,7 +303,6 @@ async fn on_rabbitmq_and_postgres_the_example_consumer_ships_each_order_once_thr
 }
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [rabbitmq_server, postgres])]
-#[ignore = "open: in CI a RabbitMQ node crashed under load lost confirmed messages of `shipped`, or came back with its vhost down; run with --ignored"]
 async fn on_rabbitmq_in_lease_mode_on_postgres_the_example_consumer_ships_each_order_once() {
     let schema = idemkey_test_support::db::pg::Schema::create(
         &idemkey_test_support::runner::needs::postgres_url(),
@@ -315,7 +312,6 @@ async fn on_rabbitmq_in_lease_mode_on_postgres_the_example_consumer_ships_each_o
 }
 
 #[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [rabbitmq_server, mysql])]
-#[ignore = "open: in CI a RabbitMQ node crashed under load lost confirmed messages of `shipped`, or came back with its vhost down; run with --ignored"]
 async fn on_rabbitmq_and_mysql_the_example_consumer_ships_each_order_once_through_crashes() {
     campaign(Kind::Rabbitmq, &mysql().await, "atomic").await;
 }

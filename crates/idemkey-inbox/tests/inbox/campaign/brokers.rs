@@ -42,6 +42,15 @@ impl Broker {
         }
     }
 
+    /// Once the consumer has declared its queues: on RabbitMQ, a clean stop and start, which
+    /// writes out the names of the quorum queue's Raft members (see
+    /// [`RabbitNode::stop_and_restart`]) before the first crash.
+    pub fn settle(&mut self) {
+        if let Self::Rabbitmq(node) = self {
+            node.stop_and_restart();
+        }
+    }
+
     /// A crash: SIGKILL, then the same broker again on its store and port.
     pub fn crash_restart(&mut self) {
         match self {
