@@ -93,12 +93,13 @@ impl RabbitNode {
 
     /// Stops the node as an operator would (`rabbitmqctl stop`), then starts it again.
     ///
-    /// Call it once the queues a test needs are declared, before crashing the node: RabbitMQ
-    /// 3.10 keeps the names of its quorum queues' Raft members in a `dets` table, which writes
-    /// itself out every three minutes or at a clean stop, and a node crashed before that
-    /// comes back with a quorum queue declared since then whose member starts again with an
-    /// empty log and no peers: a follower that never elects itself, for good, every consumer
-    /// of it refused with `INTERNAL_ERROR`. Seen here with a queue a second old at the crash.
+    /// Call it once the queues a test needs are declared, before crashing the node. RabbitMQ
+    /// 3.10.8 crashed a few seconds after declaring a quorum queue brought it back, here, under
+    /// a fresh Raft member with an empty log and no peers (the old member's directory still
+    /// holding the data, the members' name registry `names.dets` reported repaired): a
+    /// follower that never elects itself, every consumer of the queue refused with
+    /// `INTERNAL_ERROR`, for good. With this clean restart between the declaration and the
+    /// crashes it has not happened again.
     pub fn stop_and_restart(&mut self) {
         let stopped = self.as_rabbitmq("rabbitmqctl", &["stop"]);
         assert!(stopped, "rabbitmqctl stop failed:\n{}", self.log_tail());

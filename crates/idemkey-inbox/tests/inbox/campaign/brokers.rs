@@ -42,9 +42,9 @@ impl Broker {
         }
     }
 
-    /// Once the consumer has declared its queues: on RabbitMQ, a clean stop and start, which
-    /// writes out the names of the quorum queue's Raft members (see
-    /// [`RabbitNode::stop_and_restart`]) before the first crash.
+    /// Once the consumer has declared its queues: on RabbitMQ, a clean stop and start before
+    /// the first crash, without which a crash can leave the fresh quorum queue without a
+    /// leader for good (see [`RabbitNode::stop_and_restart`]).
     pub fn settle(&mut self) {
         if let Self::Rabbitmq(node) = self {
             node.stop_and_restart();
