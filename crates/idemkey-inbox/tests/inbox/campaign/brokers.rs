@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use async_nats::HeaderMap;
 use async_nats::jetstream::{self, Context};
-use idemkey_inbox::lapin::options::{BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions};
+use idemkey_inbox::amqp::AmqpPublisher;
+use idemkey_inbox::lapin::options::{BasicGetOptions, ConfirmSelectOptions};
 use idemkey_inbox::lapin::types::ShortString;
-use idemkey_inbox::lapin::{
-    BasicProperties, Channel, Confirmation, Connection, ConnectionProperties,
-};
+use idemkey_inbox::lapin::{Channel, Connection, ConnectionProperties};
+use idemkey_inbox::{Outgoing, Publisher};
 use idemkey_test_support::process::nats_server::NatsServer;
 use idemkey_test_support::process::rabbitmq_node::RabbitNode;
 
@@ -116,7 +116,9 @@ async fn publish_jetstream(url: &str, id: &str, payload: Vec<u8>) -> bool {
     )
 }
 
-/// One publish on `channel`, opened (with confirms) if there is none; a failure drops it.
+/// One publish on `channel`, opened (with confirms) if there is none, through the outbox's
+/// own `AmqpPublisher` (persistent, mandatory, confirmed: a node still recovering its queues
+/// returns a message no queue took, a publish to make again); a failure drops the channel.
 async fn publish_amqp(url: &str, channel: &mut Option<Channel>, id: &str, payload: &[u8]) -> bool {
     if channel.is_none() {
         *channel = confirming_channel(url).await;
@@ -124,30 +126,16 @@ async fn publish_amqp(url: &str, channel: &mut Option<Channel>, id: &str, payloa
     let Some(open) = channel else {
         return false;
     };
-    let properties = BasicProperties::default()
-        .with_message_id(ShortString::from(id))
-        .with_delivery_mode(2);
-    let published = open
-        .basic_publish(
-            ShortString::from(""),
-            ShortString::from("orders"),
-            // A node still recovering its queues confirms a message no queue took: asked
-            // back, it is a publish to make again.
-            BasicPublishOptions {
-                mandatory: true,
-                ..BasicPublishOptions::default()
-            },
-            payload,
-            properties,
-        )
-        .await;
-    let acked = match published {
-        Ok(confirm) => matches!(
-            tokio::time::timeout(Duration::from_secs(5), confirm).await,
-            Ok(Ok(Confirmation::Ack(None)))
-        ),
-        Err(_) => false,
+    let order = Outgoing {
+        id: id.to_owned(),
+        subject: "orders".to_owned(),
+        payload: payload.to_vec(),
     };
+    let publisher = AmqpPublisher::new(open.clone());
+    let acked = matches!(
+        tokio::time::timeout(Duration::from_secs(5), publisher.publish(&order)).await,
+        Ok(Ok(()))
+    );
     if !acked {
         *channel = None;
     }
