@@ -290,6 +290,15 @@ pub trait Backend: Database + Sealed {
         Self::flush(&store.settings)
     }
 
+    /// Returns once every commit that a read which has just ended could have seen is on
+    /// disk: awaited before a completed record read from the database is replayed, kept or
+    /// handed on, where completions may return before the disk has them (SQLite with group
+    /// commit, `sqlite/group.rs`). Elsewhere a completion is on disk before anyone can read it.
+    fn flush_seen(settings: &Self::Settings) -> impl Future<Output = Result<()>> + Send {
+        let _ = settings;
+        std::future::ready(Ok(()))
+    }
+
     /// How long an atomic claim's in-process duplicate waits for it before answering
     /// `request-in-flight` (see [`SqlxStore::coalescing`]): as long as a claim would wait on
     /// the database. Defaults to 5 s.

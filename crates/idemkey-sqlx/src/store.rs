@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idemkey_core::{
-    ActorCaps, ActorForgotten, Claim, ClaimFlush, ClaimRequest, DerivedKeys, Error, Record, Result,
-    Scope, Store, StoredResponse, TryClaim,
+    ActorCaps, ActorForgotten, Claim, ClaimFlush, ClaimRequest, DerivedKeys, Error, Record,
+    RecordState, Result, Scope, Store, StoredResponse, TryClaim,
 };
 use sqlx::pool::PoolConnection;
 use sqlx::{Pool, Transaction};
@@ -211,14 +211,7 @@ impl<DB: Backend> SqlxStore<DB> {
     /// Lease mode's claim under per-actor caps: the claim and the check in one short write
     /// transaction, so a refused claim is never visible to other requests.
     async fn try_claim_capped(&self, request: &ClaimRequest) -> Result<TryClaim> {
-        // Relaxed before the transaction begins: its sync level cannot change inside it.
-        let (conn, relaxed) = self.grouped_conn().await?;
-        let mut tx = if relaxed {
-            DB::begin_write_with(conn).await?
-        } else {
-            drop(conn);
-            self.begin_write().await?
-        };
+        let (mut tx, relaxed) = self.begin_relaxed().await?;
         let outcome = DB::try_claim(&mut tx, request).await?;
         if matches!(outcome, TryClaim::Claimed(_)) {
             // On a refusal the transaction rolls back as it drops.
@@ -230,6 +223,26 @@ impl<DB: Backend> SqlxStore<DB> {
             DB::flush(&self.settings).await?;
         }
         Ok(outcome)
+    }
+
+    /// Lease mode's claim, with or without caps; a record it met is not yet [`Self::seen`].
+    async fn claim_unseen(&self, request: &ClaimRequest) -> Result<TryClaim> {
+        // The hook first: a paused request must not hold the writer from the others.
+        self.hit(Point::BeforeClaim).await?;
+        if self.has_caps() {
+            // A fresh reading that has room reserves the record, so the claim needs no
+            // transaction around it; otherwise the caps are read and checked with the claim.
+            let actor = &request.scope.actor;
+            let Some(Ok(())) = self.usages.check(&self.caps, actor, 0) else {
+                return self.try_claim_capped(request).await;
+            };
+            let outcome = self.try_claim_plain(request).await;
+            if !matches!(outcome, Ok(TryClaim::Claimed(_))) {
+                self.usages.unreserve(actor);
+            }
+            return outcome;
+        }
+        self.try_claim_plain(request).await
     }
 
     /// The scope's completed record from the replay cache, if enabled and fresh.
@@ -254,9 +267,28 @@ impl<DB: Backend> SqlxStore<DB> {
     ) -> Result<Option<Record>> {
         let record = DB::lookup(conn, scope).await?;
         if let Some(record) = &record {
+            self.seen(record).await?;
             self.remember(scope, record);
         }
         Ok(record)
+    }
+
+    /// Returns once `record`, just read from the database, may be relied on: if it is
+    /// completed, once every commit the read could have seen is on disk
+    /// ([`Backend::flush_seen`]). A claim in flight promises nothing, and needs nothing.
+    pub(crate) async fn seen(&self, record: &Record) -> Result<()> {
+        match record.state {
+            RecordState::Completed(_) => DB::flush_seen(&self.settings).await,
+            _ => Ok(()),
+        }
+    }
+
+    /// [`Self::seen`] for the record a claim met.
+    pub(crate) async fn seen_by_claim(&self, claimed: TryClaim) -> Result<TryClaim> {
+        if let TryClaim::Existing(record) = &claimed {
+            self.seen(record).await?;
+        }
+        Ok(claimed)
     }
 
     /// The same store, coalescing atomic-mode duplicates in this process or not (on by
@@ -305,6 +337,36 @@ impl<DB: Backend> SqlxStore<DB> {
     pub async fn begin_write(&self) -> Result<Transaction<'static, DB>> {
         DB::writable(&self.settings)?;
         DB::begin_write(&self.writer, &self.settings).await
+    }
+
+    /// A write transaction whose commit may return before the disk has it, so that it never
+    /// holds the writer through a sync: [`Self::begin_write`] elsewhere than on SQLite with
+    /// group commit (a file in WAL mode opened by [`crate::SqliteStore::connect`]). Commit it
+    /// through [`Self::complete_in`], or await [`Self::flush`] after its commit before
+    /// answering for what it wrote; until then, a power cut may take it back.
+    pub async fn begin_grouped_write(&self) -> Result<Transaction<'static, DB>> {
+        Ok(self.begin_relaxed().await?.0)
+    }
+
+    /// [`Self::begin_grouped_write`], and whether its commit is relaxed (SQLite does not let
+    /// a transaction change its sync level, so it is relaxed before it begins).
+    async fn begin_relaxed(&self) -> Result<(Transaction<'static, DB>, bool)> {
+        let (conn, relaxed) = self.grouped_conn().await?;
+        if relaxed {
+            return Ok((DB::begin_write_with(conn).await?, true));
+        }
+        drop(conn);
+        Ok((self.begin_write().await?, false))
+    }
+
+    /// Returns once every write of the store committed before the call is on disk, sharing
+    /// the sync with concurrent callers: what a commit of [`Self::begin_grouped_write`] needs
+    /// before it is relied on. At once where every commit waits for the disk itself.
+    ///
+    /// On SQLite, a failed sync stops the store's writes until the process restarts, and
+    /// this fails `Unavailable`.
+    pub async fn flush(&self) -> Result<()> {
+        DB::flush(&self.settings).await
     }
 
     /// Closes the pool, the connections kept for lookups and, on SQLite, the writer's
@@ -422,22 +484,8 @@ impl<DB: Backend> Store for SqlxStore<DB> {
     }
 
     async fn try_claim(&self, request: &ClaimRequest) -> Result<TryClaim> {
-        // The hook first: a paused request must not hold the writer from the others.
-        self.hit(Point::BeforeClaim).await?;
-        if self.has_caps() {
-            // A fresh reading that has room reserves the record, so the claim needs no
-            // transaction around it; otherwise the caps are read and checked with the claim.
-            let actor = &request.scope.actor;
-            let Some(Ok(())) = self.usages.check(&self.caps, actor, 0) else {
-                return self.try_claim_capped(request).await;
-            };
-            let outcome = self.try_claim_plain(request).await;
-            if !matches!(outcome, Ok(TryClaim::Claimed(_))) {
-                self.usages.unreserve(actor);
-            }
-            return outcome;
-        }
-        self.try_claim_plain(request).await
+        let claimed = self.claim_unseen(request).await?;
+        self.seen_by_claim(claimed).await
     }
 
     async fn reclaim(&self, request: &ClaimRequest, seen: &Record) -> Result<Option<Claim>> {
@@ -456,10 +504,11 @@ impl<DB: Backend> Store for SqlxStore<DB> {
     async fn complete(&self, claim: &Claim, response: &StoredResponse) -> Result<()> {
         // The hook first: a paused request must not hold the writer from the others.
         self.hit(Point::BeforeComplete).await?;
-        // Not grouped: another request may replay the record as soon as it commits, so it
-        // must be on disk by then (`sqlite/group.rs`).
-        let mut conn = self.write_conn().await?;
-        DB::complete(&mut *conn, claim, response).await?;
+        // Grouped: whoever reads the record before its sync waits for one that covers it
+        // (`Self::seen`).
+        let mut conn = self.grouped_conn().await?;
+        let completed = DB::complete(&mut conn.0, claim, response).await;
+        self.grouped(conn, completed).await?;
         self.stored(claim, response);
         Ok(())
     }

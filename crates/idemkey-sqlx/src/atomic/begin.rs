@@ -180,6 +180,7 @@ impl<DB: Backend> ClaimWrites for InTransaction<'_, DB> {
             Some(claimed) => claimed,
             None => DB::try_claim(tx, request).await?,
         };
+        let claimed = self.store.seen_by_claim(claimed).await?;
         if let TryClaim::Claimed(_) = claimed {
             // A refusal drops the transaction and the turn with `self`.
             self.store.within_caps(tx, request, None).await?;

@@ -125,6 +125,10 @@ impl<DB: Backend> SqlxStore<DB> {
     /// [`Error::Fenced`](idemkey_core::Error::Fenced) if the lease was lost meanwhile; on any failure before the commit
     /// `tx` is rolled back before this returns, so that (on SQLite) the writer is free for
     /// the claim's release.
+    ///
+    /// Returns once the commit is on disk: a transaction of [`Self::begin_grouped_write`]
+    /// commits without its sync, then waits for a sync it shares with concurrent writes
+    /// (SQLite). If that sync fails, [`Error::OutcomeUnknown`](idemkey_core::Error::OutcomeUnknown).
     pub async fn complete_in(
         &self,
         mut tx: Transaction<'static, DB>,
@@ -142,6 +146,11 @@ impl<DB: Backend> SqlxStore<DB> {
             return Err(error);
         }
         tx.commit().await.map_err(DB::commit_error)?;
+        // A transaction of `begin_grouped_write` committed without its sync. Failed, what
+        // committed may not survive a power cut, nor be rolled back: unknown.
+        self.flush()
+            .await
+            .map_err(|error| idemkey_core::Error::OutcomeUnknown(Box::new(error)))?;
         self.stored(claim, response);
         Ok(())
     }

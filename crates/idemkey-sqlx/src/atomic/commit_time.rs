@@ -281,7 +281,10 @@ impl<DB: Backend> SqlxStore<DB> {
         request: &ClaimRequest,
         options: &AtomicOptions,
     ) -> Option<Answer> {
-        let looked_up = async { DB::lookup(&mut *self.conn().await?, &request.scope).await };
+        let looked_up = async {
+            self.lookup_on(&mut *self.conn().await?, &request.scope)
+                .await
+        };
         match looked_up.await {
             Ok(Some(record)) => decide(request, &record, options.on_expired)
                 .into_answer()

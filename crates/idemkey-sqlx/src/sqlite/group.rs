@@ -1,8 +1,9 @@
-//! Group commit for the store's short writes on SQLite: a claim, a takeover, a release
-//! commits without waiting for the disk (`synchronous = NORMAL`, which the writer's
-//! connection keeps until a write that is not grouped), gives the writer back at once, and
-//! then waits for one `fdatasync` of the WAL that it shares with every write committed before
-//! that sync began.
+//! Group commit on SQLite: a write that may share its sync commits without waiting for the
+//! disk (`synchronous = NORMAL`, which the writer's connection keeps until a write that is not
+//! grouped), gives the writer back at once, and then waits for one `fdatasync` of the WAL that
+//! it shares with every write committed before that sync began. Grouped: the store's claims,
+//! takeovers and releases, its completions, and the handler's transaction of lease mode's
+//! transactional layer (whose last statement completes the record).
 //!
 //! Why this keeps each write durable when it returns. In WAL mode a commit appends its frames
 //! to the `-wal` file; `synchronous = NORMAL` only skips the sync that `FULL` makes before the
@@ -13,12 +14,16 @@
 //! both files first (it does under `NORMAL`). A WAL file that is new since the last sync also
 //! gets its directory synced, as SQLite does for a new WAL under `FULL`.
 //!
-//! What it does not cover: the commits that others read before they are on disk. A claim
-//! read by a duplicate only answers `request-in-flight`, which promises nothing, so claims,
-//! takeovers and releases are grouped; a completion is read as a replay, which promises
-//! that the answer stands, so completions keep `synchronous = FULL` and are on disk before
-//! any other request can read them. Heartbeats and lease renewals keep it too: each is on a
-//! deadline, and a grouped write may first wait for a sync already under way.
+//! What others read before it is on disk. A claim read by a duplicate only answers
+//! `request-in-flight`, which promises nothing. A completed record promises that its answer
+//! stands, so whoever reads one ([`GroupFlush::seen_synced`]: a replay, the replay cache, a
+//! duplicate) first makes sure that every commit it could have seen is on disk: a sync that
+//! began after its read, unless the last finished sync began with the WAL exactly as it is
+//! now. The WAL's state is its index's header in the `-shm` file, which every connection of
+//! every process updates with each commit (sqlite.org/walformat.html, "The WAL-Index
+//! Header"), so a record another process committed and has not synced yet is synced by the
+//! reader itself. Heartbeats and lease renewals are not grouped: each is on a deadline, and a
+//! grouped write may first wait for a sync already under way.
 //!
 //! A sync that fails is never tried again for the same writes: it stops the store's writes
 //! until the process restarts (`sync_failure.rs`).
@@ -26,8 +31,8 @@
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use idemkey_core::{Error, Result};
 
@@ -85,12 +90,17 @@ impl Grouping {
 pub(crate) struct GroupFlush {
     wal: PathBuf,
     db: PathBuf,
+    shm: PathBuf,
     restore: &'static str,
     /// Tickets handed out, one per grouped commit, each taken after its commit returned.
     taken: AtomicU64,
     /// The highest ticket a finished sync covered, and the WAL file it synced; held while a
     /// sync runs, so that commits arriving meanwhile wait for the next one together.
     done: tokio::sync::Mutex<Synced>,
+    /// The WAL's index as the last finished sync found it before it began: a read that finds
+    /// the same header saw nothing that sync did not cover. `None` when it could not be read
+    /// whole.
+    synced_index: Mutex<Option<Arc<Index>>>,
     /// How many syncs ran.
     #[cfg(test)]
     syncs: AtomicU64,
@@ -108,13 +118,23 @@ struct Synced {
 /// Which file a path named when it was synced: a WAL deleted and made again is another.
 type FileId = (u64, u64);
 
+/// The first copy of the WAL index's header: its change counter, frame count, salts and
+/// checksums, which every commit changes.
+type Header = [u8; HEADER_LEN];
+
+const HEADER_LEN: usize = 48;
+
 impl GroupFlush {
     fn new(db: &Path, level: i64) -> Self {
-        let mut wal = db.as_os_str().to_owned();
-        wal.push("-wal");
+        let beside = |suffix: &str| {
+            let mut path = db.as_os_str().to_owned();
+            path.push(suffix);
+            PathBuf::from(path)
+        };
         Self {
-            wal: wal.into(),
+            wal: beside("-wal"),
             db: db.to_owned(),
+            shm: beside("-shm"),
             restore: if level >= 3 {
                 "PRAGMA synchronous = EXTRA"
             } else {
@@ -122,6 +142,7 @@ impl GroupFlush {
             },
             taken: AtomicU64::new(0),
             done: tokio::sync::Mutex::default(),
+            synced_index: Mutex::new(None),
             #[cfg(test)]
             syncs: AtomicU64::new(0),
             #[cfg(test)]
@@ -175,10 +196,14 @@ impl GroupFlush {
         // Every ticket up to here was taken after its commit returned and before this sync.
         let covers = self.taken.load(Ordering::SeqCst);
         let (wal, db, last) = (self.wal.clone(), self.db.clone(), done.wal);
-        let failing = self.failing();
-        let synced = tokio::task::spawn_blocking(move || match failing {
-            true => Err(io::Error::other("injected failure of fdatasync")),
-            false => sync(&wal, &db, last),
+        let (failing, shm) = (self.failing(), self.shm.clone());
+        let (synced, header) = tokio::task::spawn_blocking(move || {
+            // Read before the sync begins: every frame it counts is in the file by then.
+            let header = Index::open(&shm);
+            match failing {
+                true => Err(io::Error::other("injected failure of fdatasync")),
+                false => sync(&wal, &db, last).map(|synced| (synced, header)),
+            }
         })
         .await
         .map_err(|e| Error::Backend(Box::new(e)))?
@@ -187,10 +212,119 @@ impl GroupFlush {
             ticket: covers,
             wal: synced,
         };
+        *self.index_lock() = header.map(Arc::new);
         #[cfg(test)]
         self.syncs.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
+
+    /// Whether every commit that a read which has just ended could have seen is on disk
+    /// already: the WAL is as the last finished sync found it before it began (module docs).
+    /// If not, a [`Self::flush`] called now covers them.
+    pub(crate) fn seen_synced(&self) -> bool {
+        let synced = self.index_lock().clone();
+        synced.is_some_and(|index| index.unchanged())
+    }
+
+    fn index_lock(&self) -> std::sync::MutexGuard<'_, Option<Arc<Index>>> {
+        // Only whole values are stored under the lock, so a poisoned one is still sound.
+        self.synced_index
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The WAL index's file (`-shm`) as a sync found it: its descriptor, and its header as it read
+/// then.
+#[derive(Debug)]
+struct Index {
+    file: Arc<File>,
+    header: Header,
+}
+
+impl Index {
+    /// The index at `shm` and its header, if both of the header's copies read alike (a
+    /// writer updating it writes one, then the other); `None` if it cannot be read or is
+    /// being written.
+    fn open(shm: &Path) -> Option<Self> {
+        let file = index_file(shm)?;
+        let header = read_header(&file)?;
+        Some(Self { file, header })
+    }
+
+    /// Whether the header still reads as it did, in the file that is still the index. Kept
+    /// open (a read of a few bytes of a file SQLite maps, cheaper than handing it to a
+    /// blocking thread): an index deleted since (SQLite deletes it when the database's last
+    /// connection closes) reads as it was for good, so it counts as changed.
+    fn unchanged(&self) -> bool {
+        read_header(&self.file) == Some(self.header) && linked(&self.file)
+    }
+}
+
+/// The WAL index files this process has open, one descriptor per file, each kept until its
+/// file is deleted. SQLite locks byte ranges of the index with POSIX locks, which belong to
+/// the process, and closing any descriptor of a file drops every one of them: closing ours
+/// while SQLite's connections use the file would let another process reset the index under
+/// them. A deleted index has no connection left (SQLite deletes it as the last one closes).
+#[cfg(unix)]
+static INDEX_FILES: Mutex<Vec<Arc<File>>> = Mutex::new(Vec::new());
+
+/// The process's descriptor of the index at `shm`, opened if it has none.
+#[cfg(unix)]
+fn index_file(shm: &Path) -> Option<Arc<File>> {
+    let found = std::fs::metadata(shm).ok()?;
+    let mut open = INDEX_FILES
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    open.retain(|file| linked(file));
+    if let Some(file) = open.iter().find(|file| same_file(file, &found)) {
+        return Some(file.clone());
+    }
+    let file = Arc::new(File::open(shm).ok()?);
+    open.push(file.clone());
+    Some(file)
+}
+
+fn read_header(file: &File) -> Option<Header> {
+    let mut both = [0u8; 2 * HEADER_LEN];
+    read_start(file, &mut both).ok()?;
+    let (first, second) = both.split_at(HEADER_LEN);
+    (first == second).then(|| first.try_into().ok()).flatten()
+}
+
+#[cfg(unix)]
+fn read_start(file: &File, buf: &mut [u8]) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    file.read_exact_at(buf, 0)
+}
+
+#[cfg(unix)]
+fn linked(file: &File) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    file.metadata().is_ok_and(|meta| meta.nlink() > 0)
+}
+
+#[cfg(unix)]
+fn same_file(file: &File, found: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    file.metadata()
+        .is_ok_and(|meta| (meta.dev(), meta.ino()) == (found.dev(), found.ino()))
+}
+
+/// Elsewhere the index is not read: every read of a completed record syncs.
+#[cfg(not(unix))]
+fn index_file(_shm: &Path) -> Option<Arc<File>> {
+    None
+}
+
+#[cfg(not(unix))]
+fn read_start(_file: &File, _buf: &mut [u8]) -> io::Result<()> {
+    Err(io::Error::other("the index is read on Unix only"))
+}
+
+#[cfg(not(unix))]
+fn linked(_file: &File) -> bool {
+    false
 }
 
 /// Syncs the WAL's data (and its directory when it is not the file `last` synced); with no
@@ -234,7 +368,6 @@ fn file_id(_file: &File) -> io::Result<FileId> {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
-    use std::sync::Arc;
 
     use super::*;
 
@@ -298,6 +431,46 @@ mod tests {
         std::fs::remove_file(dir.path().join("g.db-wal")).unwrap();
         flush.flush().await.unwrap();
         assert!(flush.done.lock().await.wal.is_none());
+    }
+
+    /// The index's header as SQLite writes it: two equal copies.
+    fn write_index(path: &Path, change: u8) {
+        let mut header = [0u8; 2 * HEADER_LEN];
+        header[8] = change;
+        header[HEADER_LEN + 8] = change;
+        std::fs::write(path, header).unwrap();
+    }
+
+    /// One descriptor per index file in the process, never closed while the file is there
+    /// (closing one would drop SQLite's locks on it); a file deleted and made again gets a
+    /// new one. A header changed since, or half written, reads as changed.
+    #[cfg(unix)]
+    #[test]
+    fn an_index_is_opened_once_and_read_as_it_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let shm = dir.path().join("i.db-shm");
+        write_index(&shm, 1);
+        let (first, again) = (Index::open(&shm).unwrap(), Index::open(&shm).unwrap());
+        assert!(Arc::ptr_eq(&first.file, &again.file), "one descriptor");
+        assert!(first.unchanged());
+        write_index(&shm, 2);
+        assert!(!first.unchanged(), "a commit since");
+        let mut torn = std::fs::read(&shm).unwrap();
+        torn[8] = 3;
+        std::fs::write(&shm, torn).unwrap();
+        assert!(
+            Index::open(&shm).is_none(),
+            "copies that differ are being written"
+        );
+
+        std::fs::remove_file(&shm).unwrap();
+        write_index(&shm, 2);
+        assert!(!first.unchanged(), "the deleted file counts as changed");
+        let renewed = Index::open(&shm).unwrap();
+        assert!(
+            !Arc::ptr_eq(&first.file, &renewed.file),
+            "the new file's own"
+        );
     }
 
     #[test]

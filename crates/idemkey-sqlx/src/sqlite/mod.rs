@@ -379,6 +379,156 @@ mod tests {
         store.close().await;
     }
 
+    /// A claim of its own scope, granted.
+    async fn granted(store: &SqliteStore, actor: &str) -> idemkey_core::Claim {
+        use idemkey_core::{Store, TryClaim};
+        match store.try_claim(&claim_request(actor)).await.unwrap() {
+            TryClaim::Claimed(claim) => claim,
+            other => panic!("not granted: {other:?}"),
+        }
+    }
+
+    /// Waits until `n` more tickets than `taken` are taken: that many writes or reads wait
+    /// for a sync.
+    async fn tickets(flush: &group::GroupFlush, taken: u64, n: u64) {
+        let waiting = async {
+            while flush.counts().1 < taken + n {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), waiting)
+            .await
+            .expect("they wait for a sync");
+    }
+
+    /// The handler's transaction of lease mode's transactional layer commits with its
+    /// record's completion without holding the writer through its sync: while syncs are
+    /// held off, `complete_in` does not return, and the writer serves another transaction
+    /// meanwhile. Without the grouping the commit would sync itself, holding the writer, and
+    /// return before any grouped sync ran.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_grouped_transaction_frees_the_writer_and_returns_after_its_sync() {
+        use idemkey_core::StoredResponse;
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_in(&dir).await;
+        let claim = granted(&store, "tx").await;
+        let flush = store.settings.grouping.flush().expect("group commit is on");
+        let (syncs, taken) = flush.counts();
+        let held = flush.hold().await;
+        let completing = tokio::spawn({
+            let store = store.clone();
+            async move {
+                let tx = store.begin_grouped_write().await?;
+                let stored = StoredResponse::new(201, "{}");
+                store.complete_in(tx, &claim, &stored).await
+            }
+        });
+        tickets(flush, taken, 1).await;
+        assert!(!completing.is_finished(), "it waits for a sync");
+        let mut other = store.begin_write().await.unwrap();
+        sqlx::query("SELECT 1").execute(&mut *other).await.unwrap();
+        other.commit().await.unwrap();
+
+        drop(held);
+        completing.await.unwrap().unwrap();
+        assert_eq!(flush.counts().0, syncs + 1, "one sync");
+        store.close().await;
+    }
+
+    /// A completion's record is replayed only once it is on disk: a lookup that reads it
+    /// before its sync waits for a sync that began after the read. Once one has, lookups
+    /// cost no sync while nothing is written. Without the wait the lookup would return the
+    /// record while its sync is held off: an answer a power cut could take back.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_completed_record_is_replayed_only_once_a_sync_covers_it() {
+        use idemkey_core::{RecordState, Store, StoredResponse};
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_in(&dir).await;
+        let claim = granted(&store, "replayed").await;
+        let flush = store.settings.grouping.flush().expect("group commit is on");
+        let (syncs, taken) = flush.counts();
+        let held = flush.hold().await;
+        let completing = tokio::spawn({
+            let (store, claim) = (store.clone(), claim.clone());
+            async move {
+                let stored = StoredResponse::new(201, "{}");
+                store.complete(&claim, &stored).await
+            }
+        });
+        tickets(flush, taken, 1).await;
+        let looking = tokio::spawn({
+            let (store, scope) = (store.clone(), claim.scope.clone());
+            async move { store.lookup(&scope).await }
+        });
+        tickets(flush, taken, 2).await;
+        assert!(!looking.is_finished(), "the replay waits for a sync");
+
+        drop(held);
+        completing.await.unwrap().unwrap();
+        let record = looking.await.unwrap().unwrap().expect("the record");
+        assert!(matches!(record.state, RecordState::Completed(_)));
+        assert_eq!(flush.counts().0, syncs + 1, "one sync covered both");
+        store.lookup(&claim.scope).await.unwrap();
+        assert_eq!(
+            flush.counts().0,
+            syncs + 1,
+            "nothing written since: no sync"
+        );
+        store.close().await;
+    }
+
+    /// A completed record that another process committed and has not synced yet is synced
+    /// by its reader, without waiting for the writer's own sync: here a second store on the
+    /// same file, whose syncs are held off. Without it, the reader would replay a record that
+    /// is in no one's sync.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_record_another_process_has_not_synced_is_synced_by_its_reader() {
+        use idemkey_core::{RecordState, Store, StoredResponse};
+
+        let dir = tempfile::tempdir().unwrap();
+        let (reader, writer) = (store_in(&dir).await, store_in(&dir).await);
+        let claim = granted(&writer, "elsewhere").await;
+        reader.lookup(&claim.scope).await.unwrap();
+        let own = reader
+            .settings
+            .grouping
+            .flush()
+            .expect("group commit is on");
+        let theirs = writer
+            .settings
+            .grouping
+            .flush()
+            .expect("group commit is on");
+        let (syncs, their_taken) = (own.counts().0, theirs.counts().1);
+        let held = theirs.hold().await;
+        let completing = tokio::spawn({
+            let (writer, claim) = (writer.clone(), claim.clone());
+            async move {
+                let stored = StoredResponse::new(201, "{}");
+                writer.complete(&claim, &stored).await
+            }
+        });
+        tickets(theirs, their_taken, 1).await;
+
+        let record = reader
+            .lookup(&claim.scope)
+            .await
+            .unwrap()
+            .expect("the record");
+        assert!(matches!(record.state, RecordState::Completed(_)));
+        assert_eq!(own.counts().0, syncs + 1, "the reader synced");
+        assert!(
+            !completing.is_finished(),
+            "the writer's own sync is still held off"
+        );
+        drop(held);
+        completing.await.unwrap().unwrap();
+        reader.close().await;
+        writer.close().await;
+    }
+
     /// The sync level of the writer's connection, as a write of the store or the
     /// application's transaction on it sees it.
     async fn writer_level(store: &SqliteStore, in_transaction: bool) -> i64 {

@@ -275,6 +275,13 @@ impl Backend for Sqlite {
         settings.writes.check()
     }
 
+    async fn flush_seen(settings: &SqliteSettings) -> Result<()> {
+        match settings.grouping.flush() {
+            Some(flush) if !flush.seen_synced() => Self::flush(settings).await,
+            _ => Ok(()),
+        }
+    }
+
     fn writable(settings: &SqliteSettings) -> Result<()> {
         settings.writes.check()
     }

@@ -82,7 +82,8 @@ async fn check_out<DB: Backend>(slot: &TxSlot<DB>) -> Result<Transaction<'static
         held.begun = true;
         store
     };
-    source.begin_write().await.map_err(|error| {
+    // Grouped: every commit of it goes through `tx/lease.rs`, which waits for its sync.
+    source.begin_grouped_write().await.map_err(|error| {
         // Nothing was begun: the layer must not look for a transaction to commit.
         slot.lock().begun = false;
         store_error(&error).into_response()

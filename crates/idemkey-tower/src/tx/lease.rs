@@ -86,7 +86,18 @@ impl<DB: Backend> Offered for Offer<DB> {
     fn finish(self: Box<Self>, keep: bool) -> BoxFuture<'static, Result<(), Error>> {
         Box::pin(async move {
             match self.0.returned() {
-                Returned::Back(tx) => end(Some(tx), keep).await,
+                Returned::Back(tx) => {
+                    end(Some(tx), keep).await?;
+                    // Begun grouped (`extractor.rs`): committed, it is relied on only once
+                    // its sync is done; failed, whether it survives a power cut is unknown.
+                    if keep {
+                        self.1
+                            .flush()
+                            .await
+                            .map_err(|error| Error::OutcomeUnknown(Box::new(error)))?;
+                    }
+                    Ok(())
+                }
                 Returned::Never => Ok(()),
                 // It rolls back wherever it is dropped, as it is never committed.
                 Returned::Held if keep => Err(held()),
