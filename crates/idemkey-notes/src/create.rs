@@ -10,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use idemkey_core::fingerprint::is_json_media_type;
 use idemkey_core::{Claim, DerivedKeys};
+use idemkey_sqlx::SqlxStore;
 use idemkey_tower::atomic::{DbError, Tx};
 use idemkey_tower::{Actor, Keys};
 use serde::Deserialize;
@@ -96,7 +97,7 @@ pub(crate) async fn create_lease<DB: NotesDb>(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let on_its_own = matches!(writer, LeaseWriter::Conn(_));
+    let on_its_own = !matches!(writer, LeaseWriter::Tx(_));
     let keys = match keys {
         Some(keys) if on_its_own => match keys.get().await {
             Ok(keys) => Some(keys),
@@ -108,9 +109,13 @@ pub(crate) async fn create_lease<DB: NotesDb>(
         Ok(note) => note,
         Err(rejection) => return rejection,
     };
-    match DB::insert_note_once(writer.conn(), actor.as_str(), &note).await {
-        Ok(stored) => created(&stored),
-        Err(error) => problems::internal(&error),
+    let stored = match DB::insert_note_once(writer.conn(), actor.as_str(), &note).await {
+        Ok(stored) => stored,
+        Err(error) => return problems::internal(&error),
+    };
+    match writer.flush().await {
+        Ok(()) => created(&stored),
+        Err(error) => problems::unavailable(&error),
     }
 }
 
@@ -120,13 +125,28 @@ pub(crate) async fn create_lease<DB: NotesDb>(
 pub(crate) enum LeaseWriter<DB: NotesDb> {
     Tx(Tx<DB>),
     Conn(PoolConnection<DB>),
+    /// A keyed note written on its own: committed without waiting for the disk, so that it
+    /// does not hold the writer through a sync, then flushed (a sync shared with the writes
+    /// of the moment) before it is answered for.
+    Grouped(PoolConnection<DB>, SqlxStore<DB>),
 }
 
 impl<DB: NotesDb> LeaseWriter<DB> {
     fn conn(&mut self) -> &mut DB::Connection {
         match self {
             Self::Tx(tx) => tx,
-            Self::Conn(conn) => conn,
+            Self::Conn(conn) | Self::Grouped(conn, _) => conn,
+        }
+    }
+
+    /// Gives the writer back, then returns once what was written on it is on disk.
+    async fn flush(self) -> idemkey_core::Result<()> {
+        match self {
+            Self::Grouped(conn, store) => {
+                drop(conn);
+                store.flush().await
+            }
+            Self::Tx(_) | Self::Conn(_) => Ok(()),
         }
     }
 }
@@ -141,11 +161,15 @@ impl<DB: NotesDb> FromRequestParts<AppState<DB>> for LeaseWriter<DB> {
         }
         // A keyed note written on its own takes its id from the derived keys, so its claim
         // goes to disk first: before the writer is taken, which a flush must not hold.
-        if let Some(keys) = Keys::from_extensions(&parts.extensions) {
-            keys.get().await.map_err(|e| problems::unavailable(&e))?;
-        }
-        match state.store.write_conn().await {
-            Ok(conn) => Ok(Self::Conn(conn)),
+        let Some(keys) = Keys::from_extensions(&parts.extensions) else {
+            return match state.store.write_conn().await {
+                Ok(conn) => Ok(Self::Conn(conn)),
+                Err(error) => Err(problems::unavailable(&error)),
+            };
+        };
+        keys.get().await.map_err(|e| problems::unavailable(&e))?;
+        match state.store.grouped_write_conn().await {
+            Ok(conn) => Ok(Self::Grouped(conn, state.store.clone())),
             Err(error) => Err(problems::unavailable(&error)),
         }
     }

@@ -348,6 +348,14 @@ impl<DB: Backend> SqlxStore<DB> {
         Ok(self.begin_relaxed().await?.0)
     }
 
+    /// [`Self::write_conn`] for writes that may return before the disk has them, so that none
+    /// holds the writer through a sync (SQLite with group commit; elsewhere the same as
+    /// `write_conn`). Give the connection back, then await [`Self::flush`] before answering
+    /// for what was written on it.
+    pub async fn grouped_write_conn(&self) -> Result<PoolConnection<DB>> {
+        Ok(self.grouped_conn().await?.0)
+    }
+
     /// [`Self::begin_grouped_write`], and whether its commit is relaxed (SQLite does not let
     /// a transaction change its sync level, so it is relaxed before it begins).
     async fn begin_relaxed(&self) -> Result<(Transaction<'static, DB>, bool)> {
