@@ -161,17 +161,22 @@ impl<DB: NotesDb> FromRequestParts<AppState<DB>> for LeaseWriter<DB> {
         }
         // A keyed note written on its own takes its id from the derived keys, so its claim
         // goes to disk first: before the writer is taken, which a flush must not hold.
+        let unavailable = |error: idemkey_core::Error| problems::unavailable(&error);
         let Some(keys) = Keys::from_extensions(&parts.extensions) else {
-            return match state.store.write_conn().await {
-                Ok(conn) => Ok(Self::Conn(conn)),
-                Err(error) => Err(problems::unavailable(&error)),
-            };
+            return state
+                .store
+                .write_conn()
+                .await
+                .map(Self::Conn)
+                .map_err(unavailable);
         };
-        keys.get().await.map_err(|e| problems::unavailable(&e))?;
-        match state.store.grouped_write_conn().await {
-            Ok(conn) => Ok(Self::Grouped(conn, state.store.clone())),
-            Err(error) => Err(problems::unavailable(&error)),
-        }
+        keys.get().await.map_err(unavailable)?;
+        let conn = state
+            .store
+            .grouped_write_conn()
+            .await
+            .map_err(unavailable)?;
+        Ok(Self::Grouped(conn, state.store.clone()))
     }
 }
 

@@ -307,14 +307,7 @@ mod tests {
             })
             .collect();
         // Both claims have committed and wait for a sync, which is held off.
-        let waiting = async {
-            while flush.counts().1 < taken + 2 {
-                tokio::task::yield_now().await;
-            }
-        };
-        tokio::time::timeout(Duration::from_secs(30), waiting)
-            .await
-            .expect("both claims wait for a sync");
+        tickets(flush, taken, 2).await;
         let visible: i64 = sqlx::query_scalar("SELECT count(*) FROM idemkey_records")
             .fetch_one(store.pool())
             .await
@@ -369,9 +362,7 @@ mod tests {
             let (store, claim) = (store.clone(), claim.clone());
             async move { store.flush_claim(&claim).await }
         });
-        while flush.counts().1 < taken + 1 {
-            tokio::task::yield_now().await;
-        }
+        tickets(flush, taken, 1).await;
         assert!(!flushing.is_finished(), "the flush waits for a sync");
         drop(held);
         flushing.await.unwrap().unwrap();
