@@ -9,7 +9,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use idemkey_core::fingerprint::is_json_media_type;
-use idemkey_core::{Claim, DerivedKeys};
+use idemkey_core::{Claim, DerivedKeys, Problem};
 use idemkey_sqlx::SqlxStore;
 use idemkey_tower::atomic::{DbError, Tx};
 use idemkey_tower::{Actor, Keys};
@@ -39,25 +39,34 @@ pub struct CreateNote {
 /// Validates the request before anything runs; a rejection is marked not executed.
 #[allow(clippy::result_large_err)]
 fn validate(headers: &HeaderMap, body: &[u8]) -> Result<Note, Response> {
-    let media_type = headers
+    let content_type = headers
         .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.to_str().ok());
+    parse_note(content_type, body).map_err(|problem| problems::not_executed(&problem))
+}
+
+/// The note a `POST /v1/notes` asks for, with a new id and the time now, from the request's
+/// `Content-Type` and body; the problem to answer otherwise (400 `validation` or 415
+/// `unsupported-media-type`), which nothing has run for: never stored. Every front end of
+/// the notes validates with it, so that they answer alike.
+pub fn parse_note(content_type: Option<&str>, body: &[u8]) -> Result<Note, Problem> {
+    let media_type = content_type
         .and_then(|v| v.split(';').next())
         .map(|v| v.trim().to_ascii_lowercase());
     if !media_type.as_deref().is_some_and(is_json_media_type) {
-        return Err(problems::unsupported_media_type());
+        return Err(problems::unsupported_media_type_problem());
     }
     let input: CreateNote = serde_json::from_slice(body)
-        .map_err(|e| problems::validation(format!("body is not a valid note: {e}")))?;
+        .map_err(|e| problems::validation_problem(format!("body is not a valid note: {e}")))?;
     let title = input.title.trim();
     if title.contains('\0') {
         // Neither database stores it as text (PostgreSQL refuses it; SQLite's length() stops
         // at it): a 400 here, not a 500 from the insert.
-        return Err(problems::validation("title must not contain NUL"));
+        return Err(problems::validation_problem("title must not contain NUL"));
     }
     let chars = title.chars().count();
     if !(1..=MAX_TITLE_CHARS).contains(&chars) {
-        return Err(problems::validation(format!(
+        return Err(problems::validation_problem(format!(
             "title must be 1 to {MAX_TITLE_CHARS} characters after trimming, not {chars}"
         )));
     }

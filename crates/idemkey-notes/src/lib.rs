@@ -47,9 +47,13 @@ use sqlx::Pool;
 
 pub use bare::router_without_idempotency;
 pub use config::{Mode, NotesConfig, RenderMetrics};
-pub use create::{CreateNote, MAX_TITLE_CHARS};
+pub use create::{CreateNote, MAX_TITLE_CHARS, parse_note};
 pub use db::{Note, NotesDb};
-pub use problems::PROBLEM_SLUGS;
+pub use openapi::document as openapi_document;
+pub use problems::{
+    PROBLEM_SLUGS, internal_problem, not_found_problem, unauthorized_problem, unavailable_problem,
+    unsupported_media_type_problem, validation_problem,
+};
 pub use read::NoteList;
 pub use service::{Ready, ServiceError, ServiceOptions, serve};
 

@@ -101,7 +101,7 @@ impl Modify for BearerAuth {
 
 /// The document for this configuration, as JSON: the routes above, with the idempotency of
 /// `POST /v1/notes` documented by the layer's own [`IdempotencyOpenApi`].
-pub(crate) fn document(config: &NotesConfig) -> serde_json::Value {
+pub fn document(config: &NotesConfig) -> serde_json::Value {
     let mut openapi = ApiDoc::openapi();
     IdempotencyOpenApi::new(&crate::idempotency_config(config))
         .paths(["/v1/notes"])

@@ -24,24 +24,53 @@ const UNAUTHORIZED: &str = "unauthorized";
 const NOT_FOUND: &str = "not-found";
 const INTERNAL: &str = "internal";
 
-/// 400 `validation`: the body is not a valid note. Marked [`NotExecuted`]: never stored.
-pub(crate) fn validation(detail: impl Into<String>) -> Response {
-    let problem = Problem::custom(VALIDATION, "Request body is invalid", 400).detail(detail);
-    (Extension(NotExecuted), problem_response(&problem)).into_response()
+/// 400 `validation`: the body is not a valid note. Never stored: a front end marks it
+/// not executed.
+pub fn validation_problem(detail: impl Into<String>) -> Problem {
+    Problem::custom(VALIDATION, "Request body is invalid", 400).detail(detail)
 }
 
-/// 415 `unsupported-media-type`. Marked [`NotExecuted`]: never stored.
-pub(crate) fn unsupported_media_type() -> Response {
-    let problem = Problem::custom(UNSUPPORTED_MEDIA_TYPE, "Content-Type must be JSON", 415)
-        .detail("send the note as application/json");
-    (Extension(NotExecuted), problem_response(&problem)).into_response()
+/// 415 `unsupported-media-type`. Never stored: a front end marks it not executed.
+pub fn unsupported_media_type_problem() -> Problem {
+    Problem::custom(UNSUPPORTED_MEDIA_TYPE, "Content-Type must be JSON", 415)
+        .detail("send the note as application/json")
 }
 
-/// 401 `unauthorized`, with `WWW-Authenticate: Bearer`.
+/// 401 `unauthorized`; a front end adds `WWW-Authenticate: Bearer`.
+pub fn unauthorized_problem() -> Problem {
+    Problem::custom(UNAUTHORIZED, "Authentication is required", 401)
+        .detail("send Authorization: Bearer <token>")
+}
+
+/// 404 `not-found`.
+pub fn not_found_problem() -> Problem {
+    Problem::custom(NOT_FOUND, "Not found", 404).detail("no such note")
+}
+
+/// 500 `internal`: a database failure while handling the request, logged here.
+pub fn internal_problem(error: &sqlx::Error) -> Problem {
+    tracing::error!(%error, "database error");
+    Problem::custom(INTERNAL, "Internal error", 500).detail("database error")
+}
+
+/// 503 `store-unavailable`: no connection to write with (the pool's or SQLite's writer's wait
+/// ran out), logged here. Nothing was written: a front end marks it not executed, so lease
+/// mode gives its claim back (discarded if fresh, released if taken over) and the client's
+/// retry with the same key runs it.
+pub fn unavailable_problem(error: &idemkey_core::Error) -> Problem {
+    tracing::warn!(%error, "no database connection to write the note with");
+    Problem::new(ProblemKind::StoreUnavailable)
+        .detail("the note was not written; retry with the same key")
+        .retry_after(Duration::from_secs(1))
+}
+
+/// A problem of a rejection decided before anything ran: marked [`NotExecuted`].
+pub(crate) fn not_executed(problem: &Problem) -> Response {
+    (Extension(NotExecuted), problem_response(problem)).into_response()
+}
+
 pub(crate) fn unauthorized() -> Response {
-    let problem = Problem::custom(UNAUTHORIZED, "Authentication is required", 401)
-        .detail("send Authorization: Bearer <token>");
-    let mut response = problem_response(&problem);
+    let mut response = problem_response(&unauthorized_problem());
     response.headers_mut().insert(
         http::header::WWW_AUTHENTICATE,
         http::HeaderValue::from_static("Bearer"),
@@ -49,25 +78,14 @@ pub(crate) fn unauthorized() -> Response {
     response
 }
 
-/// 404 `not-found`.
 pub(crate) fn not_found() -> Response {
-    problem_response(&Problem::custom(NOT_FOUND, "Not found", 404).detail("no such note"))
+    problem_response(&not_found_problem())
 }
 
-/// 500 `internal`: a database failure while handling the request.
 pub(crate) fn internal(error: &sqlx::Error) -> Response {
-    tracing::error!(%error, "database error");
-    problem_response(&Problem::custom(INTERNAL, "Internal error", 500).detail("database error"))
+    problem_response(&internal_problem(error))
 }
 
-/// 503 `store-unavailable`: no connection to write with (the pool's or SQLite's writer's wait
-/// ran out). Nothing was written: marked [`NotExecuted`], so lease mode gives its claim back
-/// (discarded if fresh, released if taken over) and the client's retry with the same key
-/// runs it.
 pub(crate) fn unavailable(error: &idemkey_core::Error) -> Response {
-    tracing::warn!(%error, "no database connection to write the note with");
-    let problem = Problem::new(ProblemKind::StoreUnavailable)
-        .detail("the note was not written; retry with the same key")
-        .retry_after(Duration::from_secs(1));
-    (Extension(NotExecuted), problem_response(&problem)).into_response()
+    not_executed(&unavailable_problem(error))
 }

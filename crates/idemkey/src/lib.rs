@@ -163,6 +163,11 @@ pub mod tower {
 ))]
 pub use idemkey_tower::atomic;
 
+/// The actix-web middleware (`idemkey-actix`): idemkey's layer in both modes, its answers the
+/// axum layer's.
+#[cfg(feature = "actix")]
+pub use idemkey_actix as actix;
+
 /// The SQL stores and atomic mode without the layer (`idemkey-sqlx`).
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 pub mod sql {

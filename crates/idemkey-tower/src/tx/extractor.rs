@@ -57,15 +57,31 @@ impl<DB: Backend> Drop for Tx<DB> {
     }
 }
 
+impl<DB: Backend> Tx<DB> {
+    /// The transaction offered to the request whose extensions these are, for front ends
+    /// other than axum (idemkey-actix's extractor wraps it): the slot is read now, and the
+    /// transaction checked out (begun, in lease mode) when the future runs. The error is the
+    /// problem response the handler's request is answered with, as the axum extractor's.
+    pub fn from_extensions(
+        extensions: &http::Extensions,
+    ) -> impl Future<Output = Result<Self, Response>> + Send + 'static {
+        let slot = extensions
+            .get::<TxSlot<DB>>()
+            .cloned()
+            .ok_or_else(|| not_offered::<DB>(extensions.get::<TxOffer>()));
+        async move {
+            let slot = slot?;
+            let tx = check_out(&slot).await?;
+            Ok(Self { tx: Some(tx), slot })
+        }
+    }
+}
+
 impl<S: Sync, DB: Backend> FromRequestParts<S> for Tx<DB> {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Response> {
-        let Some(slot) = parts.extensions.get::<TxSlot<DB>>().cloned() else {
-            return Err(not_offered::<DB>(parts.extensions.get::<TxOffer>()));
-        };
-        let tx = check_out(&slot).await?;
-        Ok(Self { tx: Some(tx), slot })
+        Self::from_extensions(&parts.extensions).await
     }
 }
 
