@@ -8,7 +8,8 @@
 //! lease, so a dead executor's claim blocks its retries only briefly), each strategy and lease
 //! completion the service offers (on MySQL: both strategies and lease mode with the service's
 //! defaults), and lease mode with the records in a `redis-server` of the test's own
-//! (`--records-url`).
+//! (`--records-url`). The notes service on actix-web (`idemkey-actix-notes`, the same command
+//! line) runs the same campaigns on SQLite and PostgreSQL, in both modes.
 //!
 //! The run's schedule comes from a seed, printed first; `IDEMKEY_CRASH_SEED` replays it.
 //! Bigger runs: `IDEMKEY_CRASH_CLIENTS` (default 4), `IDEMKEY_CRASH_KEYS` per client (100),
@@ -18,9 +19,11 @@
 //! its startup. Only the injected schedule is reproducible: the interleaving of real
 //! processes is not.
 
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use idemkey_test_support::db::{Backend, Db};
+use idemkey_test_support::process::binary;
 use idemkey_test_support::process::redis::RedisServer;
 use idemkey_test_support::process::serve::ServeSpec;
 
@@ -109,14 +112,47 @@ async fn run_on_redis(backend: Backend) {
     run(backend, "lease", &["--records-url", &url]).await;
 }
 
+// The same campaign against the notes service on actix-web (`idemkey-actix-notes`), the
+// idemkey-actix middleware's front end, in both modes.
+
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_campaign_actix_sqlite_atomic() {
+    run_program(&actix_notes(), Backend::Sqlite, "atomic", &[]).await;
+}
+
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_campaign_actix_sqlite_lease() {
+    run_program(&actix_notes(), Backend::Sqlite, "lease", &[]).await;
+}
+
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
+async fn crash_campaign_actix_postgres_atomic() {
+    run_program(&actix_notes(), Backend::Postgres, "atomic", &[]).await;
+}
+
+#[idemkey_test_support::test(flavor = "multi_thread", worker_threads = 2, needs = [postgres])]
+async fn crash_campaign_actix_postgres_lease() {
+    run_program(&actix_notes(), Backend::Postgres, "lease", &[]).await;
+}
+
+fn actix_notes() -> PathBuf {
+    binary::beside_test("idemkey-actix-notes", "idemkey-actix-notes")
+}
+
 /// `extra`: flags beyond the mode and lease (atomic mode's strategy: commit-time unless
 /// `--strategy claim-first`, with its lookup unless `--no-lookup`; lease mode's completion
 /// in the note's transaction unless `--separate-completion`; `--records-url`).
 async fn run(backend: Backend, mode: &str, extra: &[&str]) {
+    run_program(Path::new(IDEMKEY), backend, mode, extra).await;
+}
+
+/// [`run`] against `program`, a service with `idemkey serve`'s command line.
+async fn run_program(program: &Path, backend: Backend, mode: &str, extra: &[&str]) {
     let plan = Plan::from_env();
     let dir = tempfile::tempdir().unwrap();
     let db = Db::create(backend, dir.path()).await;
-    let name = format!("{backend:?} {mode} {}", extra.join(" "));
+    let front = program.file_name().unwrap_or_default().to_string_lossy();
+    let name = format!("{front} {backend:?} {mode} {}", extra.join(" "));
     eprintln!(
         "crash campaign {name}: seed={} clients={} keys={} kills={} (replay with IDEMKEY_CRASH_SEED={})",
         plan.seed, plan.clients, plan.keys, plan.kills, plan.seed
@@ -124,7 +160,7 @@ async fn run(backend: Backend, mode: &str, extra: &[&str]) {
     // Default flags only: exactly-once in lease mode must not depend on `--secret`.
     let mut args = vec!["--mode", mode, "--lease", &plan.lease];
     args.extend_from_slice(extra);
-    let spec = ServeSpec::new(IDEMKEY, db.url(), &args).logged_in(dir.path());
+    let spec = ServeSpec::new(program, db.url(), &args).logged_in(dir.path());
     let started = Instant::now();
     let (server, receipts, shared) = campaign::drive(&spec, &plan, None).await;
     let server = server.expect("no power cut: the server always starts again");
