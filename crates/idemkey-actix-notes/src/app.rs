@@ -36,6 +36,14 @@ pub(crate) fn server<DB: NotesDb>(
     workers: Option<usize>,
 ) -> anyhow::Result<Server> {
     let metrics = metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder()?;
+    let upkeep = metrics.clone();
+    actix_web::rt::spawn(async move {
+        let mut tick = actix_web::rt::time::interval(Duration::from_secs(5));
+        loop {
+            tick.tick().await;
+            upkeep.run_upkeep();
+        }
+    });
     let every = (config.retention / 10).clamp(Duration::from_secs(1), Duration::from_secs(60));
     // Runs until the process ends; a sweep is a batch of deletes, safe to cut short.
     let _sweeper = Sweeper::spawn(store.clone(), every);

@@ -64,7 +64,7 @@ struct ServeArgs {
     #[arg(long, default_value = "1s")]
     owner_grace: String,
     /// Worker threads (actix's workers); by default one a core.
-    #[arg(long)]
+    #[arg(long, env = "IDEMKEY_ACTIX_WORKERS")]
     workers: Option<usize>,
 }
 

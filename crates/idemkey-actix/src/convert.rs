@@ -17,11 +17,11 @@ use futures_util::{Stream, StreamExt, TryStreamExt};
 use http_body::{Body as _, Frame, SizeHint};
 use http_body_util::{BodyExt, Full};
 use idemkey_core::BoxError;
-use idemkey_tower::{Actor, Body, NotExecuted};
+use idemkey_tower::{Actor, Body, NotExecuted, RouteTemplate};
 use tokio::sync::mpsc;
 
 /// The layer's request for `head` over `body`, with the [`Actor`] that authentication put in
-/// actix's extensions. `None` if a part does not convert, which actix's own parser makes
+/// actix's extensions and the route template actix matched (the operation's name). `None` if a part does not convert, which actix's own parser makes
 /// unreachable in practice.
 pub(crate) fn tower_request<B>(head: &HttpRequest, body: B) -> Option<http::Request<B>> {
     let mut request = http::Request::new(body);
@@ -38,6 +38,9 @@ pub(crate) fn tower_request<B>(head: &HttpRequest, body: B) -> Option<http::Requ
     }
     if let Some(actor) = head.extensions().get::<Actor>() {
         request.extensions_mut().insert(actor.clone());
+    }
+    if let Some(template) = head.match_pattern() {
+        request.extensions_mut().insert(RouteTemplate(template));
     }
     Some(request)
 }

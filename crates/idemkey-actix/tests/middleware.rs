@@ -187,3 +187,35 @@ async fn atomic_mode_commits_the_order_with_its_answer_or_neither() {
     assert_eq!(again.status(), StatusCode::INTERNAL_SERVER_ERROR);
     assert!(!again.headers().contains_key("idempotent-replayed"));
 }
+
+#[actix_web::test]
+async fn every_path_of_a_route_is_one_operation() {
+    let app = test::init_service(
+        App::new().service(
+            web::resource("/orders/{id}/refunds")
+                .wrap(Idempotency::new(IdempotencyLayer::new(MemoryStore::new())))
+                .wrap_fn(|request, service| {
+                    request.extensions_mut().insert(Actor::new("tenant-1"));
+                    service.call(request)
+                })
+                .route(web::post().to(validating)),
+        ),
+    )
+    .await;
+    let refund = |id: &str| {
+        test::TestRequest::post()
+            .uri(&format!("/orders/{id}/refunds"))
+            .insert_header(("idempotency-key", "r1"))
+            .set_payload("refund")
+            .to_request()
+    };
+    assert_eq!(
+        app.call(refund("1")).await.unwrap().status(),
+        StatusCode::CREATED
+    );
+    // One operation, `POST /orders/{id}/refunds`: the key sent to another order is another
+    // request under the same key, refused rather than run or replayed.
+    let other = app.call(refund("2")).await.unwrap();
+    assert_eq!(other.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(text(other).await.contains("key-reused"));
+}

@@ -110,7 +110,7 @@ pub use extensions::{Actor, NotExecuted};
 pub use future::ResponseFuture;
 pub use keys::Keys;
 pub use lease::{Idempotency, IdempotencyLayer, OwnerHeartbeat};
-pub use operation::{DefaultOperation, MakeOperation};
+pub use operation::{DefaultOperation, MakeOperation, RouteTemplate};
 pub use policy::ResponsePolicy;
 pub use prepare::{Preparation, Prepared, Rejection, fingerprint, prepare};
 pub use replay::{

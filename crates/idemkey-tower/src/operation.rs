@@ -76,21 +76,36 @@ impl MakeOperation for DefaultOperation {
     }
 }
 
+/// The route template a front end other than axum matched the request to
+/// (`/orders/{id}/refunds`), put in the request's extensions for [`DefaultOperation`] to name
+/// the operation by, as it does by axum's `MatchedPath`: every path of one route is one
+/// operation. idemkey-actix sets it from actix's matched pattern.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RouteTemplate(pub String);
+
 /// The route a request took: axum's [`MatchedPath`](axum::extract::MatchedPath) template,
-/// else the path the client sent.
+/// else a [`RouteTemplate`], else the path the client sent.
 #[cfg(feature = "axum")]
 fn route(parts: &Parts) -> &str {
     use axum::extract::MatchedPath;
-    parts.extensions.get::<MatchedPath>().map_or_else(
-        || crate::prepare::client_uri(parts).path(),
-        MatchedPath::as_str,
-    )
+    match parts.extensions.get::<MatchedPath>() {
+        Some(matched) => matched.as_str(),
+        None => template_or_path(parts),
+    }
 }
 
-/// The route a request took: without axum's router, the path the client sent.
+/// The route a request took: without axum's router, a [`RouteTemplate`], else the path the
+/// client sent.
 #[cfg(not(feature = "axum"))]
 fn route(parts: &Parts) -> &str {
-    crate::prepare::client_uri(parts).path()
+    template_or_path(parts)
+}
+
+fn template_or_path(parts: &Parts) -> &str {
+    parts.extensions.get::<RouteTemplate>().map_or_else(
+        || crate::prepare::client_uri(parts).path(),
+        |template| template.0.as_str(),
+    )
 }
 
 #[cfg(test)]
@@ -108,5 +123,18 @@ mod tests {
             .make_operation(&parts);
         assert_eq!(op.to_string(), "POST /v1/notes:v2");
         assert!(op.accepts_version("v1"));
+    }
+
+    #[test]
+    fn a_route_template_names_every_path_of_its_route_alike() {
+        let (mut parts, ()) = http::Request::post("/orders/7/refunds")
+            .body(())
+            .unwrap()
+            .into_parts();
+        parts
+            .extensions
+            .insert(RouteTemplate("/orders/{id}/refunds".to_owned()));
+        let op = DefaultOperation::default().make_operation(&parts);
+        assert_eq!(op.to_string(), "POST /orders/{id}/refunds:v1");
     }
 }
