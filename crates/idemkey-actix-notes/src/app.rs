@@ -10,13 +10,15 @@ use actix_web::{FromRequest, HttpMessage, HttpRequest, HttpResponse, HttpServer,
 use idemkey_actix::atomic::{AtomicIdempotencyLayer, DbError};
 use idemkey_actix::{Actor, Idempotency, IdempotencyLayer, NotExecuted, Tx, claim};
 use idemkey_core::Problem;
-use idemkey_notes::{Mode, Note, NoteList, NotesConfig, NotesDb, idempotency_config, parse_note};
+use idemkey_notes::{
+    Mode, Note, NoteList, NotesConfig, NotesDb, Tokens, idempotency_config, parse_note,
+};
 use idemkey_sqlx::SqlxStore;
 use idemkey_tower::Sweeper;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tower::util::Either;
 
-use crate::auth::{self, Tokens};
+use crate::auth;
 
 /// The largest request body a handler reads, as axum's default.
 const BODY_LIMIT: usize = 2 * 1024 * 1024;

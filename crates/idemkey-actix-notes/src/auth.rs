@@ -1,42 +1,13 @@
 //! Bearer tokens to actors, outside the idempotency middleware (its scope needs the actor).
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use actix_web::HttpMessage;
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::middleware::Next;
-use idemkey_actix::{Actor, problem_response};
-
-/// The secrets and the actor each one authenticates.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Tokens(Arc<HashMap<String, String>>);
-
-impl Tokens {
-    pub(crate) fn new(pairs: &[(String, String)]) -> Self {
-        let map = pairs
-            .iter()
-            .map(|(actor, secret)| (secret.clone(), actor.clone()))
-            .collect();
-        Self(Arc::new(map))
-    }
-
-    fn actor(&self, request: &ServiceRequest) -> Option<Actor> {
-        let value = request
-            .headers()
-            .get(actix_web::http::header::AUTHORIZATION)?
-            .to_str()
-            .ok()?;
-        let (scheme, secret) = value.split_once(' ')?;
-        if !scheme.eq_ignore_ascii_case("bearer") {
-            return None;
-        }
-        self.0
-            .get(secret.trim())
-            .map(|actor| Actor::new(actor.clone()))
-    }
-}
+use idemkey_actix::problem_response;
+use idemkey_notes::Tokens;
 
 /// Refuses two actors with one secret: one actor's clients would act in the other's scope.
 pub(crate) fn refuse_shared_secrets(tokens: &[(String, String)]) -> anyhow::Result<()> {
@@ -58,7 +29,11 @@ pub(crate) async fn authenticate(
     request: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
-    match tokens.actor(&request) {
+    let authorization = request
+        .headers()
+        .get(actix_web::http::header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok());
+    match tokens.actor(authorization) {
         Some(actor) => {
             request.extensions_mut().insert(actor);
             Ok(next.call(request).await?.map_into_boxed_body())

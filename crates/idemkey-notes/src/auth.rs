@@ -10,12 +10,14 @@ use idemkey_tower::Actor;
 
 use crate::problems;
 
-/// The secrets and the actor each one authenticates.
+/// The notes service's bearer tokens: each secret and the actor it authenticates. Every front
+/// end of the notes authenticates with it.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Tokens(Arc<HashMap<String, String>>);
+pub struct Tokens(Arc<HashMap<String, String>>);
 
 impl Tokens {
-    pub(crate) fn new(pairs: &[(String, String)]) -> Self {
+    /// The tokens of `pairs`, each `(actor, secret)`.
+    pub fn new(pairs: &[(String, String)]) -> Self {
         let map = pairs
             .iter()
             .map(|(actor, secret)| (secret.clone(), actor.clone()))
@@ -23,13 +25,9 @@ impl Tokens {
         Self(Arc::new(map))
     }
 
-    fn actor(&self, request: &Request) -> Option<Actor> {
-        let value = request
-            .headers()
-            .get(http::header::AUTHORIZATION)?
-            .to_str()
-            .ok()?;
-        let (scheme, secret) = value.split_once(' ')?;
+    /// The actor a request's `Authorization` value (`Bearer SECRET`) authenticates, if any.
+    pub fn actor(&self, authorization: Option<&str>) -> Option<Actor> {
+        let (scheme, secret) = authorization?.split_once(' ')?;
         if !scheme.eq_ignore_ascii_case("bearer") {
             return None;
         }
@@ -45,7 +43,11 @@ pub(crate) async fn authenticate(
     mut request: Request,
     next: Next,
 ) -> Response {
-    match tokens.actor(&request) {
+    let authorization = request
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok());
+    match tokens.actor(authorization) {
         Some(actor) => {
             request.extensions_mut().insert(actor);
             next.run(request).await

@@ -45,6 +45,7 @@ use idemkey_tower::atomic::AtomicIdempotencyLayer;
 use idemkey_tower::{Config, IdempotencyLayer};
 use sqlx::Pool;
 
+pub use auth::Tokens;
 pub use bare::router_without_idempotency;
 pub use config::{Mode, NotesConfig, RenderMetrics};
 pub use create::{CreateNote, MAX_TITLE_CHARS, parse_note};

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 
 use idemkey_test_support::db::{Backend, Db};
 use idemkey_test_support::net::storm::{raw_create, storm};
-use idemkey_test_support::process::notes::ALICE;
+use idemkey_test_support::process::notes::{ALICE, one_note_answers};
 use idemkey_test_support::process::serve::Serve;
 
 use crate::ACTIX_NOTES;
@@ -20,8 +20,6 @@ async fn a_storm_of_64_across_three_instances_creates_one_note_lease() {
     storm_of_64(&["--mode", "lease"]).await;
 }
 
-/// Every answer is the one note (201, executed or replayed) or the in-flight 409 a duplicate
-/// gets while the executor has not finished.
 async fn storm_of_64(args: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::create(Backend::Postgres, dir.path()).await;
@@ -35,25 +33,7 @@ async fn storm_of_64(args: &[&str]) {
     .await;
     let notes = db.notes().await;
     assert_eq!(notes.len(), 1, "{args:?}: one note: {notes:?}");
-    let mut created = 0;
-    for answer in &answers {
-        let body: serde_json::Value = serde_json::from_str(&answer.body).unwrap_or_default();
-        match answer.status {
-            201 => {
-                created += 1;
-                assert_eq!(body["id"], notes[0].0.as_str(), "{args:?}: {answer:?}");
-            }
-            409 => {
-                let slug = body["type"]
-                    .as_str()
-                    .unwrap_or("")
-                    .rsplit(['/', '#'])
-                    .next();
-                assert_eq!(slug, Some("request-in-flight"), "{args:?}: {answer:?}");
-            }
-            _ => panic!("{args:?}: {answer:?}"),
-        }
-    }
-    assert!(created > 0, "{args:?}: {answers:?}");
+    let label = format!("{args:?}");
+    let created = one_note_answers(&label, &answers, &notes[0].0);
     println!("storm {args:?}: 201 x {created}, 409 x {}", 64 - created);
 }

@@ -9,7 +9,9 @@ use futures_util::StreamExt;
 use idemkey_test_support::db::{Backend, Db};
 use idemkey_test_support::net::storm::{raw_create, storm};
 use idemkey_test_support::process::binary;
-use idemkey_test_support::process::notes::{ALICE, count_notes, create, create_titled};
+use idemkey_test_support::process::notes::{
+    ALICE, count_notes, create, create_titled, one_note_answers,
+};
 use idemkey_test_support::process::serve::Serve;
 
 const HELLO: &str = r#"{"title": "hello"}"#;
@@ -58,26 +60,7 @@ async fn storm_of_64_creates_one_note(backend: Backend, args: &[&str]) {
     let answers = storm(&targets, |addr| raw_create(addr, ALICE, "storm-64", HELLO)).await;
     let notes = db.notes().await;
     assert_eq!(notes.len(), 1, "{mode}: one note: {notes:?}");
-    let mut created = 0;
-    for answer in &answers {
-        let body: serde_json::Value = serde_json::from_str(&answer.body).unwrap_or_default();
-        match answer.status {
-            201 => {
-                created += 1;
-                assert_eq!(body["id"], notes[0].0.as_str(), "{mode}: {answer:?}");
-            }
-            409 => {
-                let slug = body["type"]
-                    .as_str()
-                    .unwrap_or("")
-                    .rsplit(['/', '#'])
-                    .next();
-                assert_eq!(slug, Some("request-in-flight"), "{mode}: {answer:?}");
-            }
-            _ => panic!("{mode}: {answer:?}"),
-        }
-    }
-    assert!(created > 0, "{mode}: {answers:?}");
+    let created = one_note_answers(&mode, &answers, &notes[0].0);
     println!("storm {mode}: 201 x {created}, 409 x {}", 64 - created);
 }
 

@@ -97,3 +97,76 @@ pub async fn listed(
         .map(|note| (text(note, "title"), text(note, "id")))
         .collect()
 }
+
+/// Runs `idemkey check` (`binary::idemkey`) against `server`'s `POST /v1/notes` as
+/// [`ALICE`], with [`BOB`] as the second actor, and asserts that all ten cases pass: the
+/// verdicts every notes front end must give.
+pub fn check_passes(server: &Serve) {
+    let dir = tempfile_dir();
+    let report = dir.join("report.json");
+    let url = server.url("/v1/notes");
+    let out = std::process::Command::new(crate::process::binary::idemkey())
+        .args(["check", &url])
+        .args(["--body", r#"{"title": "hello"}"#])
+        .args(["--alt-body", r#"{"title": "other"}"#])
+        .args(["-H", &format!("Authorization: Bearer {ALICE}")])
+        .args(["--actor2-header", &format!("Authorization: Bearer {BOB}")])
+        .args(["--list", "/v1/notes"])
+        .args(["--invalid-body", r#"{"title": ""}"#])
+        .args(["--json", report.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let cases = report["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 10);
+    assert!(cases.iter().all(|c| c["verdict"] == "pass"), "{stdout}");
+}
+
+/// A directory of the process's own for one report.
+fn tempfile_dir() -> std::path::PathBuf {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!("idemkey-check-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Asserts that a storm's answers agree on one note, `note_id`: each is a 201 with that note
+/// (executed or replayed) or the in-flight 409 a duplicate gets while the executor has not
+/// finished (behaviour §8). Returns how many were 201s, at least one.
+pub fn one_note_answers(
+    label: &str,
+    answers: &[crate::net::storm::Answer],
+    note_id: &str,
+) -> usize {
+    let mut created = 0;
+    for answer in answers {
+        let body: serde_json::Value = serde_json::from_str(&answer.body).unwrap_or_default();
+        match answer.status {
+            201 => {
+                created += 1;
+                assert_eq!(body["id"], note_id, "{label}: {answer:?}");
+            }
+            409 => {
+                let slug = body["type"]
+                    .as_str()
+                    .unwrap_or("")
+                    .rsplit(['/', '#'])
+                    .next();
+                assert_eq!(slug, Some("request-in-flight"), "{label}: {answer:?}");
+            }
+            _ => panic!("{label}: {answer:?}"),
+        }
+    }
+    assert!(created > 0, "{label}: {answers:?}");
+    created
+}
