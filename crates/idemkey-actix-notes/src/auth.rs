@@ -23,7 +23,7 @@ pub(crate) fn refuse_shared_secrets(tokens: &[(String, String)]) -> anyhow::Resu
     Ok(())
 }
 
-/// Puts the [`Actor`] in the request, or answers 401 `unauthorized`.
+/// Puts the [`Actor`](idemkey_actix::Actor) in the request, or answers 401 `unauthorized`.
 pub(crate) async fn authenticate(
     tokens: Tokens,
     request: ServiceRequest,
