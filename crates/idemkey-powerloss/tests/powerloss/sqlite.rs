@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteLockingMode, SqliteSynchronous};
 use sqlx::{Connection, SqliteConnection};
 
 use crate::Mounted;
@@ -17,6 +17,11 @@ fn options(db: &Path) -> SqliteConnectOptions {
     SqliteConnectOptions::new()
         .filename(db)
         .create_if_missing(true)
+        // The WAL index in the heap, not a mapped `-shm` on the mount: this process also
+        // serves the mount, and a page fault on a mapped file of its own can deadlock it (the
+        // faulting thread holds the address space's lock that the filesystem's thread then
+        // waits for). The WAL and its syncs, what the cut tests, are the same.
+        .locking_mode(SqliteLockingMode::Exclusive)
         .journal_mode(SqliteJournalMode::Wal)
         .synchronous(SqliteSynchronous::Full)
 }
